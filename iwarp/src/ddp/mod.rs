@@ -1,0 +1,1 @@
+//! ddp (placeholder)

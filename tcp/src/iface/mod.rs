@@ -1,0 +1,1 @@
+//! Ethernet, ARP, IPv4, ICMP.
