@@ -1,0 +1,370 @@
+//! Deframer/framer properties: round trips with and without markers and CRC, arbitrary
+//! segmentation, errors, and random input never panicking.
+
+use iwarp::mpa::framer::max_ulpdu_len_any_pos;
+use iwarp::mpa::{Deframed, Deframer, DeframerConfig, Framer, FramerConfig, MpaError};
+use netcore::rng::{Rng, Xoshiro256};
+
+/// What a deframer produced, flattened: one entry per FPDU (ulpdu bytes) or an error.
+#[derive(Debug, PartialEq, Eq)]
+enum Ev {
+    Fpdu(Vec<u8>),
+    Err(MpaError),
+}
+
+/// Feed `stream` in the given chunk sizes; collect complete FPDUs and check the Data contract.
+fn run(cfg: DeframerConfig, stream: &[u8], chunks: &mut dyn FnMut() -> usize) -> Vec<Ev> {
+    let mut d = Deframer::new(cfg);
+    let mut out = Vec::new();
+    let mut cur: Option<(u16, Vec<u8>)> = None;
+    let mut off = 0;
+    while off < stream.len() {
+        let n = chunks().clamp(1, stream.len() - off);
+        let mut input = &stream[off..off + n];
+        off += n;
+        loop {
+            let (used, ev) = d.deframe(input);
+            match ev {
+                None => {
+                    assert_eq!(used, input.len(), "None must mean all input consumed");
+                    break;
+                }
+                Some(Ok(Deframed::Start { ulpdu_len })) => {
+                    assert!(cur.is_none());
+                    cur = Some((ulpdu_len, Vec::new()));
+                }
+                Some(Ok(Deframed::Data(data))) => {
+                    // Contract: data is the tail of the consumed input.
+                    assert!(std::ptr::eq(data, &input[used - data.len()..used]));
+                    cur.as_mut().unwrap().1.extend_from_slice(data);
+                }
+                Some(Ok(Deframed::End)) => {
+                    let (len, bytes) = cur.take().unwrap();
+                    assert_eq!(usize::from(len), bytes.len());
+                    out.push(Ev::Fpdu(bytes));
+                }
+                Some(Err(e)) => {
+                    out.push(Ev::Err(e));
+                    // sticky
+                    assert_eq!(d.deframe(&[1, 2, 3]), (0, Some(Err(e))));
+                    return out;
+                }
+            }
+            input = &input[used..];
+        }
+    }
+    assert!(cur.is_none(), "stream ended inside an FPDU");
+    out
+}
+
+fn ulpdus(rng: &mut Xoshiro256, n: usize, max: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| {
+            let len = 14 + (rng.next_u32() as usize) % (max - 14);
+            let mut v = vec![0u8; len];
+            rng.fill(&mut v);
+            v
+        })
+        .collect()
+}
+
+fn frame_all(cfg: FramerConfig, msgs: &[Vec<u8>]) -> Vec<u8> {
+    let mut f = Framer::new(cfg);
+    let mut stream = Vec::new();
+    for m in msgs {
+        let mut buf = vec![0u8; f.fpdu_len(m.len())];
+        let pos = f.stream_pos();
+        // split the ULPDU into two parts to exercise gather of parts
+        let cut = m.len() / 3;
+        let n = f.frame(&[&m[..cut], &m[cut..]], &mut buf).unwrap();
+        assert_eq!(n, buf.len());
+        assert_eq!(f.stream_pos(), pos.wrapping_add(n as u32));
+        assert_eq!(n % 4, 0, "FPDUs are 4-aligned");
+        stream.extend_from_slice(&buf);
+    }
+    stream
+}
+
+fn all_modes() -> Vec<(bool, bool, u32)> {
+    let mut v = Vec::new();
+    for crc in [false, true] {
+        for markers in [false, true] {
+            for pos in [0u32, 4, 508, 1000, u32::MAX - 511] {
+                v.push((crc, markers, pos));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn round_trip_any_segmentation() {
+    let mut rng = Xoshiro256::seed_from_u64(7);
+    for (crc, markers, pos) in all_modes() {
+        let msgs = ulpdus(&mut rng, 20, 2000);
+        let stream = frame_all(
+            FramerConfig {
+                crc,
+                markers,
+                stream_pos: pos,
+            },
+            &msgs,
+        );
+        let dcfg = DeframerConfig {
+            crc,
+            markers,
+            stream_pos: pos,
+            ..Default::default()
+        };
+        let want: Vec<Ev> = msgs.iter().cloned().map(Ev::Fpdu).collect();
+        assert_eq!(
+            run(dcfg, &stream, &mut || usize::MAX),
+            want,
+            "whole {crc} {markers} {pos}"
+        );
+        assert_eq!(
+            run(dcfg, &stream, &mut || 1),
+            want,
+            "bytewise {crc} {markers} {pos}"
+        );
+        let mut r2 = Xoshiro256::seed_from_u64(u64::from(pos) ^ 99);
+        assert_eq!(
+            run(dcfg, &stream, &mut || 1 + (r2.next_u32() as usize) % 1500),
+            want,
+            "random {crc} {markers} {pos}"
+        );
+    }
+}
+
+#[test]
+fn markers_are_on_the_wire_every_512_octets() {
+    let msgs = vec![vec![0xabu8; 1400], vec![0xcdu8; 30]];
+    let stream = frame_all(
+        FramerConfig {
+            crc: true,
+            markers: true,
+            stream_pos: 0,
+        },
+        &msgs,
+    );
+    // Leading marker at 0 points at the FPDU right after it.
+    assert_eq!(&stream[0..4], &[0, 0, 0, 0]);
+    assert_eq!(&stream[4..6], &1400u16.to_be_bytes());
+    // The marker at 512 points back to the length field at 4: FPDUPTR 508.
+    assert_eq!(&stream[512..516], &[0, 0, 0x01, 0xfc]);
+    assert_eq!(&stream[1024..1028], &[0, 0, 0x03, 0xfc]);
+    // Without markers the same ULPDU makes a plain FPDU.
+    let plain = frame_all(
+        FramerConfig {
+            crc: true,
+            markers: false,
+            stream_pos: 0,
+        },
+        &msgs,
+    );
+    assert_eq!(stream.len(), plain.len() + 3 * 4);
+}
+
+#[test]
+fn bad_crc_is_an_error_with_term_code() {
+    let msgs = vec![vec![1u8; 100], vec![2u8; 50]];
+    let mut stream = frame_all(
+        FramerConfig {
+            crc: true,
+            ..Default::default()
+        },
+        &msgs,
+    );
+    let cfg = DeframerConfig {
+        crc: true,
+        ..Default::default()
+    };
+    stream[110] ^= 0x40; // second FPDU's payload
+    let evs = run(cfg, &stream, &mut || 7);
+    assert_eq!(evs.len(), 2);
+    assert_eq!(evs[0], Ev::Fpdu(msgs[0].clone()));
+    let Ev::Err(e) = evs[1] else {
+        panic!("expected error, got {:?}", evs[1])
+    };
+    assert!(matches!(e, MpaError::Crc { .. }));
+    assert_eq!(e.term_code(), (2, 0, 2));
+    // Same stream with CRC off: the corrupt CRC is ignored.
+    let cfg_off = DeframerConfig {
+        crc: false,
+        ..Default::default()
+    };
+    assert_eq!(run(cfg_off, &stream, &mut || 7).len(), 2);
+}
+
+#[test]
+fn nonzero_pad_is_ignored_but_covered_by_crc() {
+    // ULPDU of 17 octets -> 1 pad octet. Build by hand with pad 0x40 and a CRC over it.
+    let ulpdu = [9u8; 17];
+    let mut fpdu = Vec::new();
+    fpdu.extend_from_slice(&17u16.to_be_bytes());
+    fpdu.extend_from_slice(&ulpdu);
+    fpdu.push(0x40);
+    let crc = netcore::crc::crc32c(&fpdu);
+    fpdu.extend_from_slice(&crc.to_le_bytes());
+    let cfg = DeframerConfig {
+        crc: true,
+        ..Default::default()
+    };
+    assert_eq!(run(cfg, &fpdu, &mut || 3), vec![Ev::Fpdu(ulpdu.to_vec())]);
+    fpdu[19] = 0x41;
+    assert!(matches!(
+        run(cfg, &fpdu, &mut || 3)[0],
+        Ev::Err(MpaError::Crc { .. })
+    ));
+}
+
+#[test]
+fn corrupt_marker_is_an_error() {
+    let msgs = vec![vec![0x11u8; 1200]];
+    let mut stream = frame_all(
+        FramerConfig {
+            crc: false,
+            markers: true,
+            stream_pos: 0,
+        },
+        &msgs,
+    );
+    stream[515] ^= 4;
+    let cfg = DeframerConfig {
+        markers: true,
+        ..Default::default()
+    };
+    let evs = run(cfg, &stream, &mut || 100);
+    let Ev::Err(e) = evs[0] else {
+        panic!("{evs:?}")
+    };
+    assert_eq!(
+        e,
+        MpaError::Marker {
+            fpduptr: 508 ^ 4,
+            expected: 508
+        }
+    );
+    assert_eq!(e.term_code(), (2, 0, 3));
+}
+
+#[test]
+fn impossible_lengths() {
+    // Length 3 < smallest DDP header.
+    let evs = run(
+        DeframerConfig::default(),
+        &[0, 3, 1, 2, 3, 0, 0, 0, 0, 0],
+        &mut || 1,
+    );
+    assert_eq!(evs, vec![Ev::Err(MpaError::UlpduLength(3))]);
+    let cfg = DeframerConfig {
+        max_ulpdu_len: 1442,
+        ..Default::default()
+    };
+    let evs = run(cfg, &[0x05, 0xa3, 0, 0], &mut || 4);
+    assert_eq!(evs, vec![Ev::Err(MpaError::UlpduLength(1443))]);
+    // Zero-length ULPDU is fine when allowed.
+    let cfg0 = DeframerConfig {
+        min_ulpdu_len: 0,
+        ..Default::default()
+    };
+    assert_eq!(
+        run(cfg0, &[0, 0, 0, 0, 0, 0, 0, 0], &mut || 1),
+        vec![Ev::Fpdu(vec![])]
+    );
+}
+
+#[test]
+fn max_ulpdu_fits_emss_exactly() {
+    for emss in [64usize, 536, 1448, 1460, 8948, 9000] {
+        assert_eq!(max_ulpdu_len_any_pos(emss, false), ((emss - 4) & !3) - 2);
+        for markers in [false, true] {
+            for pos in (0..1024u32).step_by(4) {
+                let f = Framer::new(FramerConfig {
+                    crc: true,
+                    markers,
+                    stream_pos: pos,
+                });
+                let max = f.max_ulpdu_len(emss);
+                assert!(
+                    f.fpdu_len(max) <= emss,
+                    "emss {emss} pos {pos} markers {markers}"
+                );
+                assert!(
+                    f.fpdu_len(max + 1) > emss,
+                    "emss {emss} pos {pos} markers {markers}"
+                );
+                assert!(max >= max_ulpdu_len_any_pos(emss, markers));
+            }
+        }
+    }
+    assert_eq!(max_ulpdu_len_any_pos(1448, false), 1442);
+}
+
+#[test]
+fn gather_equals_copy() {
+    let mut rng = Xoshiro256::seed_from_u64(3);
+    for crc in [false, true] {
+        let cfg = FramerConfig {
+            crc,
+            markers: false,
+            stream_pos: 0,
+        };
+        let mut copy = Framer::new(cfg);
+        let mut gather = Framer::new(cfg);
+        for m in ulpdus(&mut rng, 30, 3000) {
+            let mut a = vec![0u8; copy.fpdu_len(m.len())];
+            copy.frame(&[&m], &mut a).unwrap();
+            let mut g = gather.gather(m.len() as u16).unwrap();
+            let mut b = g.prefix().to_vec();
+            let (h, p) = m.split_at(14);
+            g.update(h);
+            g.update(p);
+            b.extend_from_slice(&m);
+            b.extend_from_slice(g.trailer().as_slice());
+            assert_eq!(a, b);
+            assert_eq!(copy.stream_pos(), gather.stream_pos());
+        }
+    }
+    let mut fm = Framer::new(FramerConfig {
+        markers: true,
+        ..Default::default()
+    });
+    assert!(fm.gather(20).is_err());
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = Xoshiro256::seed_from_u64(0xdead_beef);
+    for round in 0..3000 {
+        let len = (rng.next_u32() % 3000) as usize;
+        let mut bytes = vec![0u8; len];
+        rng.fill(&mut bytes);
+        // Bias some rounds towards plausible lengths so the deframer gets deep.
+        if round % 2 == 0 && len >= 2 {
+            let l = (rng.next_u32() % 1600) as u16;
+            bytes[..2].copy_from_slice(&l.to_be_bytes());
+        }
+        let cfg = DeframerConfig {
+            crc: rng.next_u32() % 2 == 0,
+            markers: rng.next_u32() % 2 == 0,
+            stream_pos: rng.next_u32() & !3,
+            min_ulpdu_len: (rng.next_u32() % 20) as u16,
+            max_ulpdu_len: u16::MAX,
+        };
+        let mut d = Deframer::new(cfg);
+        let mut input = &bytes[..];
+        let mut guard = 0;
+        loop {
+            guard += 1;
+            assert!(guard < 100_000);
+            let (used, ev) = d.deframe(input);
+            assert!(used <= input.len());
+            input = &input[used..];
+            match ev {
+                None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+}
