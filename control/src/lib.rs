@@ -1,1 +1,6 @@
-//! placeholder
+//! The `iwarpd` daemon: configuration, EAL/port bring-up, dataplane threads, stats.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod daemon;
+pub mod eal_args;

@@ -1,1 +1,18 @@
-//! placeholder
+//! The only crate that touches DPDK: EAL, ports, mempools, mbufs, the per-core poll loop and the
+//! glue between NIC queues and the sans-IO protocol crates.
+//!
+//! `unsafe` is denied crate-wide and allowed only in the FFI modules (`eal`, `port`, `mempool`,
+//! `mbuf`, `signal`, `clock`), every block with a `// SAFETY:` comment.
+#![deny(unsafe_code)]
+
+pub mod clock;
+pub mod eal;
+pub mod error;
+pub mod lcore;
+pub mod mbuf;
+pub mod mempool;
+pub mod port;
+pub mod signal;
+pub mod stats;
+
+pub use error::DpdkError;

@@ -1,0 +1,434 @@
+//! `iwarpd` configuration (TOML). Unknown keys and bad values are errors that name the key and
+//! the allowed values; see configs/README.md for every key.
+
+use serde::Deserialize;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+/// A configuration error: the key (dotted path) and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {err}")]
+    Io {
+        /// File path.
+        path: String,
+        /// OS error.
+        err: std::io::Error,
+    },
+    /// TOML syntax, unknown key or wrong type (toml's message names the key and what it expected).
+    #[error("config {path}: {msg}")]
+    Parse {
+        /// File path.
+        path: String,
+        /// Parser message.
+        msg: String,
+    },
+    /// A value is out of range or malformed.
+    #[error("config {path}: key `{key}`: {msg}")]
+    Value {
+        /// File path.
+        path: String,
+        /// Dotted key.
+        key: String,
+        /// What is wrong and what is allowed.
+        msg: String,
+    },
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[eal]`
+    #[serde(default)]
+    pub eal: EalSection,
+    /// `[port]`
+    pub port: PortSection,
+    /// `[dataplane]`
+    #[serde(default)]
+    pub dataplane: DataplaneSection,
+    /// `[stats]`
+    #[serde(default)]
+    pub stats: StatsSection,
+    /// `[diag]`
+    #[serde(default)]
+    pub diag: DiagSection,
+    /// `[log]`
+    #[serde(default)]
+    pub log: LogSection,
+}
+
+/// Hugepage policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Hugepages {
+    /// Use hugepages (`--in-memory`) if any are free, else `--no-huge`.
+    #[default]
+    Auto,
+    /// Require hugepages.
+    On,
+    /// Never use hugepages (`--no-huge`).
+    Off,
+}
+
+/// `[eal]`: DPDK Environment Abstraction Layer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EalSection {
+    /// Hugepage policy: "auto", "on" or "off".
+    #[serde(default)]
+    pub hugepages: Hugepages,
+    /// Memory in MiB when running without hugepages (`-m`).
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u32,
+    /// `--file-prefix`, needed to run several instances without hugepages. Default: iwarpd-<pid>.
+    #[serde(default)]
+    pub file_prefix: Option<String>,
+    /// Extra EAL arguments, appended verbatim.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+}
+
+fn default_memory_mb() -> u32 {
+    512
+}
+
+impl Default for EalSection {
+    fn default() -> Self {
+        EalSection {
+            hugepages: Hugepages::Auto,
+            memory_mb: 512,
+            file_prefix: None,
+            extra_args: vec![],
+        }
+    }
+}
+
+/// `[port]`: the NIC (one port per daemon for now).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSection {
+    /// A DPDK virtual device string (`net_memif0,role=server,...`, `net_af_xdp0,iface=veth0`,
+    /// `net_af_packet0,iface=veth0`, `net_tap0,iface=tap0`) or a PCI address (`0000:3b:00.0`).
+    pub device: String,
+    /// Our IPv4 address with prefix length, e.g. "10.77.0.1/24".
+    pub ip: String,
+    /// Default gateway (optional).
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// IP MTU (576..=9000).
+    #[serde(default = "default_mtu")]
+    pub mtu: u16,
+    /// RX descriptors per queue (power of two, 64..=16384).
+    #[serde(default = "default_desc")]
+    pub rx_desc: u16,
+    /// TX descriptors per queue (power of two, 64..=16384).
+    #[serde(default = "default_desc")]
+    pub tx_desc: u16,
+    /// Promiscuous mode.
+    #[serde(default)]
+    pub promiscuous: bool,
+}
+
+fn default_mtu() -> u16 {
+    1500
+}
+fn default_desc() -> u16 {
+    1024
+}
+
+/// `[dataplane]`: poll-mode threads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataplaneSection {
+    /// Cores to pin one dataplane thread each to (one RX/TX queue pair per thread).
+    #[serde(default = "default_cores")]
+    pub cores: Vec<usize>,
+    /// Mbufs in the pool (per daemon).
+    #[serde(default = "default_mbufs")]
+    pub mbufs: u32,
+    /// Per-core mempool cache.
+    #[serde(default = "default_mbuf_cache")]
+    pub mbuf_cache: u32,
+    /// "stack" (full processing) or "echo" (swap MACs and bounce: the poll-loop benchmark).
+    #[serde(default = "default_mode")]
+    pub mode: String,
+}
+
+fn default_cores() -> Vec<usize> {
+    vec![0]
+}
+fn default_mbufs() -> u32 {
+    8191
+}
+fn default_mbuf_cache() -> u32 {
+    256
+}
+fn default_mode() -> String {
+    "stack".into()
+}
+
+impl Default for DataplaneSection {
+    fn default() -> Self {
+        DataplaneSection {
+            cores: default_cores(),
+            mbufs: 8191,
+            mbuf_cache: 256,
+            mode: default_mode(),
+        }
+    }
+}
+
+/// `[stats]`: counters readable while running.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StatsSection {
+    /// File rewritten every `interval_ms` with all counters (atomically, via rename).
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Refresh interval in ms (>= 10).
+    #[serde(default = "default_stats_interval")]
+    pub interval_ms: u64,
+}
+
+fn default_stats_interval() -> u64 {
+    1000
+}
+
+/// `[diag]`: diagnostics for testing with ordinary tools.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DiagSection {
+    /// Ping this address once the link is up.
+    #[serde(default)]
+    pub ping: Option<String>,
+    /// Echo requests to send.
+    #[serde(default = "default_ping_count")]
+    pub ping_count: u32,
+    /// Interval between them in ms.
+    #[serde(default = "default_ping_interval")]
+    pub ping_interval_ms: u64,
+    /// ICMP payload bytes (0..=1472).
+    #[serde(default = "default_ping_size")]
+    pub ping_size: usize,
+    /// Exit when the ping is done (status 0 if every reply came back, 1 otherwise).
+    #[serde(default)]
+    pub exit_after_ping: bool,
+    /// Stop after this many seconds (0: run until SIGINT/SIGTERM).
+    #[serde(default)]
+    pub run_seconds: u64,
+}
+
+fn default_ping_count() -> u32 {
+    5
+}
+fn default_ping_interval() -> u64 {
+    100
+}
+fn default_ping_size() -> usize {
+    56
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    /// "error", "warn", "info", "debug" or "trace" (RUST_LOG overrides).
+    #[serde(default = "default_level")]
+    pub level: String,
+}
+
+fn default_level() -> String {
+    "info".into()
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection {
+            level: default_level(),
+        }
+    }
+}
+
+/// An IPv4 address with a prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// Address.
+    pub addr: Ipv4Addr,
+    /// Prefix length 1..=32.
+    pub prefix: u8,
+}
+
+/// Parse "a.b.c.d/len".
+pub fn parse_cidr(s: &str) -> Option<Cidr> {
+    let (a, p) = s.split_once('/')?;
+    let addr: Ipv4Addr = a.trim().parse().ok()?;
+    let prefix: u8 = p.trim().parse().ok()?;
+    (1..=32).contains(&prefix).then_some(Cidr { addr, prefix })
+}
+
+impl Config {
+    /// Read and validate a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io {
+            path: p.clone(),
+            err,
+        })?;
+        Self::parse(&text, &p)
+    }
+
+    /// Parse and validate TOML text (`path` is used in messages).
+    pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            msg: e.to_string(),
+        })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, msg: String| ConfigError::Value {
+            path: path.into(),
+            key: key.into(),
+            msg,
+        };
+        let dev = self.port.device.trim();
+        if !(dev.starts_with("net_") || is_pci_address(dev)) {
+            return Err(bad(
+                "port.device",
+                format!(
+                    "{dev:?} is neither a DPDK virtual device (net_memif*, net_af_xdp*, net_af_packet*, net_tap*, ...) nor a PCI address (dddd:bb:dd.f)"
+                ),
+            ));
+        }
+        if parse_cidr(&self.port.ip).is_none() {
+            return Err(bad(
+                "port.ip",
+                format!(
+                    "{:?} is not an IPv4 address with prefix, expected e.g. \"10.77.0.1/24\"",
+                    self.port.ip
+                ),
+            ));
+        }
+        if let Some(g) = &self.port.gateway
+            && g.parse::<Ipv4Addr>().is_err()
+        {
+            return Err(bad("port.gateway", format!("{g:?} is not an IPv4 address")));
+        }
+        if !(576..=9000).contains(&self.port.mtu) {
+            return Err(bad(
+                "port.mtu",
+                format!("{} is out of range, allowed 576..=9000", self.port.mtu),
+            ));
+        }
+        for (k, v) in [
+            ("port.rx_desc", self.port.rx_desc),
+            ("port.tx_desc", self.port.tx_desc),
+        ] {
+            if !(64..=16384).contains(&v) || !v.is_power_of_two() {
+                return Err(bad(
+                    k,
+                    format!("{v} is not allowed: a power of two in 64..=16384"),
+                ));
+            }
+        }
+        let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
+        if self.dataplane.cores.is_empty() {
+            return Err(bad("dataplane.cores", "must list at least one core".into()));
+        }
+        for &c in &self.dataplane.cores {
+            if c >= ncores {
+                return Err(bad(
+                    "dataplane.cores",
+                    format!("core {c} does not exist, allowed 0..={}", ncores - 1),
+                ));
+            }
+        }
+        if !matches!(self.dataplane.mode.as_str(), "stack" | "echo") {
+            return Err(bad(
+                "dataplane.mode",
+                format!(
+                    "{:?} is not allowed, expected \"stack\" or \"echo\"",
+                    self.dataplane.mode
+                ),
+            ));
+        }
+        if self.dataplane.mbufs < 1024 {
+            return Err(bad(
+                "dataplane.mbufs",
+                format!("{} is too small, allowed >= 1024", self.dataplane.mbufs),
+            ));
+        }
+        if self.dataplane.mbuf_cache > 512 {
+            return Err(bad(
+                "dataplane.mbuf_cache",
+                format!(
+                    "{} is too large, allowed 0..=512",
+                    self.dataplane.mbuf_cache
+                ),
+            ));
+        }
+        if self.eal.memory_mb < 64 {
+            return Err(bad(
+                "eal.memory_mb",
+                format!("{} is too small, allowed >= 64", self.eal.memory_mb),
+            ));
+        }
+        if self.stats.interval_ms < 10 {
+            return Err(bad(
+                "stats.interval_ms",
+                format!("{} is too small, allowed >= 10", self.stats.interval_ms),
+            ));
+        }
+        if let Some(p) = &self.diag.ping
+            && p.parse::<Ipv4Addr>().is_err()
+        {
+            return Err(bad("diag.ping", format!("{p:?} is not an IPv4 address")));
+        }
+        if self.diag.ping_size > 1472 {
+            return Err(bad(
+                "diag.ping_size",
+                format!("{} is too large, allowed 0..=1472", self.diag.ping_size),
+            ));
+        }
+        if !matches!(
+            self.log.level.as_str(),
+            "error" | "warn" | "info" | "debug" | "trace"
+        ) {
+            return Err(bad(
+                "log.level",
+                format!(
+                    "{:?} is not allowed, expected one of error, warn, info, debug, trace",
+                    self.log.level
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The DPDK port name for `port.device`: the vdev name before the first comma, or the PCI
+    /// address itself.
+    pub fn port_name(&self) -> &str {
+        let d = self.port.device.trim();
+        d.split(',').next().unwrap_or(d)
+    }
+}
+
+/// `dddd:bb:dd.f` or `bb:dd.f`.
+pub fn is_pci_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    let hex = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit());
+    let devfn = |p: &str| {
+        p.split_once('.').is_some_and(|(d, f)| {
+            hex(d, 2) && f.len() == 1 && f.chars().all(|c| ('0'..='7').contains(&c))
+        })
+    };
+    match parts.as_slice() {
+        [dom, bus, df] => hex(dom, 4) && hex(bus, 2) && devfn(df),
+        [bus, df] => hex(bus, 2) && devfn(df),
+        _ => false,
+    }
+}

@@ -1,0 +1,311 @@
+//! Bring-up, the control loop (stats file), and clean teardown of one `iwarpd`.
+
+use crate::config::{Config, parse_cidr};
+use crate::eal_args::{self, RUNTIME_DIR};
+use anyhow::{Context, Result, bail};
+use dataplane::eal::Eal;
+use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
+use dataplane::mempool::Mempool;
+use dataplane::port::{Port, PortConfig, fmt_mac};
+use dataplane::signal;
+use dataplane::stats::{SharedLcoreStats, render};
+use netcore::Duration;
+use std::net::Ipv4Addr;
+use std::time::Instant as WallClock;
+use tcp::iface::{DropReason, IfaceConfig, IfaceStats};
+
+/// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
+/// Returns the process exit status.
+pub fn run(cfg: &Config) -> Result<i32> {
+    let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
+        .map_err(anyhow::Error::msg)?;
+    tracing::info!(args = ?plan.args, "EAL arguments");
+    signal::install();
+    let eal = Eal::init(&plan.args).context("EAL initialisation")?;
+    tracing::info!(version = %Eal::version(), "EAL up");
+    let result = run_with_eal(cfg, &eal);
+    drop(eal);
+    if let Some(prefix) = &plan.file_prefix {
+        // rte_eal_cleanup leaves the runtime directory of a --file-prefix run behind.
+        let dir = std::path::Path::new(RUNTIME_DIR).join(prefix);
+        if dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(dir = %dir.display(), "cannot remove DPDK runtime dir: {e}");
+        }
+    }
+    result
+}
+
+fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
+    let nq = u16::try_from(cfg.dataplane.cores.len()).context("too many cores")?;
+    let pool = Mempool::new(
+        "iwarpd_rx",
+        cfg.dataplane.mbufs,
+        cfg.dataplane.mbuf_cache,
+        2048 + 128,
+        -1,
+    )
+    .context("mbuf pool")?;
+    let pcfg = PortConfig {
+        rx_queues: nq,
+        tx_queues: nq,
+        rx_desc: cfg.port.rx_desc,
+        tx_desc: cfg.port.tx_desc,
+        mtu: cfg.port.mtu,
+        promiscuous: cfg.port.promiscuous,
+    };
+    let port = Port::start(cfg.port_name(), &pcfg, &pool).context("port bring-up")?;
+    let memif_socket = memif_socket_path(&cfg.port.device);
+
+    let cidr = parse_cidr(&cfg.port.ip).context("port.ip")?;
+    let gateway = cfg
+        .port
+        .gateway
+        .as_deref()
+        .map(|g| g.parse::<Ipv4Addr>())
+        .transpose()?;
+    let iface = IfaceConfig {
+        gateway: gateway.map(|g| g.octets()),
+        mtu: cfg.port.mtu,
+        ..IfaceConfig::new(port.info().mac, cidr.addr.octets(), cidr.prefix)
+    };
+    println!(
+        "iwarpd: port {} ({}) mac {} ip {} mtu {} queues {} mode {}",
+        port.info().name,
+        port.info().driver,
+        fmt_mac(&port.info().mac),
+        cfg.port.ip,
+        cfg.port.mtu,
+        nq,
+        cfg.dataplane.mode
+    );
+    let mode = if cfg.dataplane.mode == "echo" {
+        LoopMode::Echo
+    } else {
+        LoopMode::Stack
+    };
+    let ping = cfg.diag.ping.as_deref().map(|p| -> Result<PingRequest> {
+        Ok(PingRequest {
+            dst: p.parse::<Ipv4Addr>()?.octets(),
+            count: cfg.diag.ping_count,
+            size: cfg.diag.ping_size,
+            interval: Duration::from_millis(cfg.diag.ping_interval_ms),
+            exit_when_done: cfg.diag.exit_after_ping,
+        })
+    });
+    let ping = ping.transpose()?;
+
+    let setups: Vec<LcoreSetup> = cfg
+        .dataplane
+        .cores
+        .iter()
+        .enumerate()
+        .map(|(i, _)| LcoreSetup {
+            index: i,
+            queue: port.queue(i as u16),
+            iface: iface.clone(),
+            mode,
+            // The diagnostic ping runs on the first thread only.
+            ping: if i == 0 { ping } else { None },
+        })
+        .collect();
+    let shared: Vec<SharedLcoreStats> =
+        setups.iter().map(|_| SharedLcoreStats::default()).collect();
+    let core_ids = core_affinity::get_core_ids().unwrap_or_default();
+
+    let started = WallClock::now();
+    let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
+        let mut handles = Vec::new();
+        for (setup, sh) in setups.iter().zip(&shared) {
+            let core = cfg.dataplane.cores[setup.index];
+            let core_id = core_ids.iter().find(|c| c.id == core).copied();
+            let pool = &pool;
+            let h = std::thread::Builder::new()
+                .name(format!("dp{}", setup.index))
+                .spawn_scoped(s, move || -> Result<LcoreReport> {
+                    if let Some(c) = core_id
+                        && !core_affinity::set_for_current(c)
+                    {
+                        tracing::warn!(core, "could not pin dataplane thread");
+                    }
+                    let lcore_id = eal.register_thread().context("register dataplane thread")?;
+                    tracing::info!(
+                        thread = setup.index,
+                        core,
+                        lcore_id,
+                        "dataplane thread running"
+                    );
+                    let r = lcore::run(setup, pool, sh);
+                    eal.unregister_thread();
+                    Ok(r)
+                })
+                .context("spawn dataplane thread")?;
+            handles.push(h);
+        }
+        control_loop(cfg, &port, &shared, started);
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("dataplane thread panicked"))?
+            })
+            .collect()
+    })?;
+
+    let report = render_all(&port, &reports, started.elapsed().as_secs_f64());
+    println!("{report}");
+    let status = ping_status(&reports, ping.as_ref());
+    if let Some(file) = &cfg.stats.file {
+        let _ = write_atomically(file, &report);
+    }
+    drop(port);
+    drop(pool);
+    if let Some(sock) = memif_socket
+        && std::path::Path::new(&sock).exists()
+    {
+        let _ = std::fs::remove_file(&sock);
+    }
+    Ok(status)
+}
+
+/// Wait for a stop (signal, timed run, or ping done), refreshing the stats file meanwhile.
+fn control_loop(cfg: &Config, port: &Port, shared: &[SharedLcoreStats], started: WallClock) {
+    let tick = std::time::Duration::from_millis(cfg.stats.interval_ms.min(100));
+    let mut last_write = WallClock::now();
+    while !signal::stop_requested() {
+        std::thread::sleep(tick);
+        if cfg.diag.run_seconds > 0 && started.elapsed().as_secs() >= cfg.diag.run_seconds {
+            signal::request_stop();
+        }
+        if let Some(file) = &cfg.stats.file
+            && last_write.elapsed().as_millis() as u64 >= cfg.stats.interval_ms
+        {
+            last_write = WallClock::now();
+            let reports: Vec<LcoreReport> = shared
+                .iter()
+                .map(|s| LcoreReport {
+                    stats: s.snapshot(),
+                    ..Default::default()
+                })
+                .collect();
+            let text = render_all(port, &reports, started.elapsed().as_secs_f64());
+            if let Err(e) = write_atomically(file, &text) {
+                tracing::warn!(file, "cannot write stats file: {e}");
+            }
+        }
+    }
+}
+
+fn render_all(port: &Port, reports: &[LcoreReport], secs: f64) -> String {
+    let mut out = format!("# iwarpd counters after {secs:.3} s\n\n");
+    let ps = port.stats();
+    render(
+        &format!("port.{}", port.info().name),
+        &[
+            ("ipackets", ps.ipackets),
+            ("opackets", ps.opackets),
+            ("ibytes", ps.ibytes),
+            ("obytes", ps.obytes),
+            ("imissed", ps.imissed),
+            ("ierrors", ps.ierrors),
+            ("oerrors", ps.oerrors),
+            ("rx_nombuf", ps.rx_nombuf),
+        ],
+        &mut out,
+    );
+    let xs = port.xstats();
+    let xs: Vec<(&str, u64)> = xs.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    render(&format!("port.{}.xstats", port.info().name), &xs, &mut out);
+    for (i, r) in reports.iter().enumerate() {
+        render(&format!("lcore.{i}"), &r.stats.fields(), &mut out);
+        render(
+            &format!("lcore.{i}.iface"),
+            &iface_fields(&r.iface),
+            &mut out,
+        );
+        if let Some(p) = &r.ping {
+            let mut rtts: Vec<f64> = p.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+            rtts.sort_by(f64::total_cmp);
+            let pct = |q: f64| {
+                rtts.get(((rtts.len() as f64 - 1.0) * q).round() as usize)
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            out.push_str(&format!(
+                "[lcore.{i}.ping]\nsent = {}\nreceived = {}\nrtt_p50_us = {:.1}\nrtt_p99_us = {:.1}\n\n",
+                p.sent,
+                p.received,
+                pct(0.5),
+                pct(0.99)
+            ));
+        }
+    }
+    out
+}
+
+fn iface_fields(s: &IfaceStats) -> Vec<(&'static str, u64)> {
+    let mut v = vec![
+        ("rx_frames", s.rx_frames),
+        ("rx_arp", s.rx_arp),
+        ("rx_ipv4", s.rx_ipv4),
+        ("rx_tcp", s.rx_tcp),
+        ("rx_icmp", s.rx_icmp),
+        ("arp_request_rx", s.arp_request_rx),
+        ("arp_reply_rx", s.arp_reply_rx),
+        ("arp_request_tx", s.arp_request_tx),
+        ("arp_reply_tx", s.arp_reply_tx),
+        ("neighbor_learned", s.neighbor_learned),
+        ("neighbor_failed", s.neighbor_failed),
+        ("icmp_echo_request_rx", s.icmp_echo_request_rx),
+        ("icmp_echo_reply_tx", s.icmp_echo_reply_tx),
+        ("icmp_echo_request_tx", s.icmp_echo_request_tx),
+        ("icmp_echo_reply_rx", s.icmp_echo_reply_rx),
+        ("tx_frames", s.tx_frames),
+    ];
+    for r in DropReason::ALL {
+        v.push((r.name(), s.dropped(r)));
+    }
+    v.retain(|(_, n)| *n != 0);
+    v
+}
+
+fn ping_status(reports: &[LcoreReport], req: Option<&PingRequest>) -> i32 {
+    match (req, reports.first().and_then(|r| r.ping.as_ref())) {
+        (Some(req), Some(p)) => i32::from(!(p.sent == req.count && p.received == req.count)),
+        (Some(_), None) => 1,
+        _ => 0,
+    }
+}
+
+fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
+    let tmp = format!("{path}.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The `socket=` path of a memif vdev, so a stale one can be removed at exit.
+fn memif_socket_path(device: &str) -> Option<String> {
+    if !device.starts_with("net_memif") {
+        return None;
+    }
+    device
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("socket="))
+        .map(str::to_owned)
+}
+
+/// Check a config file and explain it.
+pub fn check(cfg: &Config) -> Result<()> {
+    let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
+        .map_err(anyhow::Error::msg)?;
+    if cfg.dataplane.cores.len() > 1 && cfg.port.device.starts_with("net_memif") {
+        bail!("dataplane.cores: net_memif has a single queue pair here; use one core");
+    }
+    println!(
+        "config OK: device {} ip {} cores {:?}",
+        cfg.port.device, cfg.port.ip, cfg.dataplane.cores
+    );
+    println!("EAL arguments: {}", plan.args.join(" "));
+    Ok(())
+}

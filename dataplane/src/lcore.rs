@@ -1,0 +1,206 @@
+//! The run-to-completion poll loop of one dataplane thread.
+//!
+//! One iteration: `rx_burst` (up to 32 frames) -> Ethernet/ARP/IPv4/ICMP handled in place by the
+//! sans-IO [`tcp::iface::Iface`] -> replies and the iface's own frames (ARP requests, pings)
+//! batched -> `tx_burst`. Time is read once per iteration from the TSC ([`crate::clock`]).
+
+use crate::clock::TscClock;
+use crate::mbuf::Mbuf;
+use crate::mempool::Mempool;
+use crate::port::{MAX_BURST, QueueHandle};
+use crate::signal;
+use crate::stats::{LcoreStats, SharedLcoreStats};
+use netcore::{Duration, Instant};
+use tcp::iface::{Iface, IfaceConfig, IfaceEvent, IfaceStats, RxAction};
+
+/// What the loop does with received frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopMode {
+    /// Full processing: L2/L3 (and, later, TCP and iWARP).
+    Stack,
+    /// Swap the MAC addresses and send every frame back (the poll-loop micro-benchmark).
+    Echo,
+}
+
+/// A diagnostic ping to run once the link is up.
+#[derive(Debug, Clone, Copy)]
+pub struct PingRequest {
+    /// Destination IPv4 address.
+    pub dst: [u8; 4],
+    /// Number of echo requests.
+    pub count: u32,
+    /// ICMP payload size.
+    pub size: usize,
+    /// Interval between requests.
+    pub interval: Duration,
+    /// Stop the whole daemon when the ping is done.
+    pub exit_when_done: bool,
+}
+
+/// Outcome of a diagnostic ping.
+#[derive(Debug, Clone, Default)]
+pub struct PingResult {
+    /// Requests sent.
+    pub sent: u32,
+    /// Replies received.
+    pub received: u32,
+    /// Round-trip times of the replies.
+    pub rtts: Vec<Duration>,
+}
+
+/// Everything one dataplane thread needs.
+#[derive(Debug, Clone)]
+pub struct LcoreSetup {
+    /// Thread index (0..n).
+    pub index: usize,
+    /// The queue pair this thread polls.
+    pub queue: QueueHandle,
+    /// Our addresses on that port.
+    pub iface: IfaceConfig,
+    /// Processing mode.
+    pub mode: LoopMode,
+    /// Optional diagnostic ping.
+    pub ping: Option<PingRequest>,
+}
+
+/// What a thread reports when it stops.
+#[derive(Debug, Clone, Default)]
+pub struct LcoreReport {
+    /// Loop counters.
+    pub stats: LcoreStats,
+    /// L2/L3 counters.
+    pub iface: IfaceStats,
+    /// Ping outcome, if one was asked for.
+    pub ping: Option<PingResult>,
+}
+
+/// How often counters are published for readers.
+const PUBLISH_EVERY: u64 = 1024;
+
+/// Run the loop until a stop is requested. `shared` is updated every few iterations.
+pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> LcoreReport {
+    let clock = TscClock::new();
+    let mut iface = Iface::new(setup.iface.clone());
+    let mut st = LcoreStats::default();
+    let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
+    let mut tx: Vec<Mbuf> = Vec::with_capacity(4 * MAX_BURST);
+    let mut scratch = vec![0u8; 16 * 1024];
+    let mut ping = setup.ping.map(|_| PingResult::default());
+    let mut ping_started = false;
+    let mut next_link_check = Instant::ZERO;
+    let q = setup.queue;
+
+    while !signal::stop_requested() {
+        st.loops += 1;
+        let now = clock.now();
+
+        // Start the diagnostic ping once the link is up (memif needs both ends attached).
+        if let (Some(req), false) = (setup.ping, ping_started)
+            && now >= next_link_check
+        {
+            next_link_check = now + Duration::from_millis(100);
+            if q.link_up() {
+                tracing::info!(dst = ?req.dst, count = req.count, "link up, starting ping");
+                iface.start_ping(now, req.dst, req.count, req.size, req.interval);
+                ping_started = true;
+            }
+        }
+
+        let n = q.rx_burst(&mut rx);
+        st.rx_packets += n as u64;
+        for m in rx.drain(..) {
+            st.rx_bytes += m.pkt_len() as u64;
+            if m.nb_segs() != 1 {
+                st.drop_multiseg += 1;
+                continue;
+            }
+            match setup.mode {
+                LoopMode::Echo => {
+                    let mut m = m;
+                    let d = m.data_mut();
+                    if d.len() >= 12 {
+                        let (dst, src) = d.split_at_mut(6);
+                        dst.swap_with_slice(&mut src[..6]);
+                    }
+                    st.echoed += 1;
+                    tx.push(m);
+                }
+                LoopMode::Stack => match iface.handle_frame(now, m.data(), &mut scratch) {
+                    RxAction::Reply(len) => push_copy(pool, &scratch[..len], &mut tx, &mut st),
+                    RxAction::Tcp { .. } => st.tcp_segments += 1,
+                    RxAction::Consumed => {}
+                    RxAction::Dropped(_) => st.iface_drops += 1,
+                },
+            }
+        }
+
+        if iface.poll_timeout().is_some_and(|t| t <= now) {
+            iface.handle_timeout(now);
+        }
+        while let Some(len) = iface.poll_transmit(now, &mut scratch) {
+            push_copy(pool, &scratch[..len], &mut tx, &mut st);
+        }
+        while let Some(ev) = iface.poll_event() {
+            handle_event(ev, &mut ping, setup.ping.as_ref());
+        }
+
+        if !tx.is_empty() {
+            for m in &tx {
+                st.tx_bytes += m.pkt_len() as u64;
+            }
+            let sent = q.tx_burst(&mut tx);
+            st.tx_packets += sent as u64;
+            st.drop_tx_full += tx.len() as u64;
+            for m in tx.drain(..) {
+                st.tx_bytes -= m.pkt_len() as u64;
+            }
+        }
+
+        if st.loops % PUBLISH_EVERY == 0 {
+            shared.publish(&st);
+        }
+    }
+    shared.publish(&st);
+    LcoreReport {
+        stats: st,
+        iface: iface.stats().clone(),
+        ping,
+    }
+}
+
+fn push_copy(pool: &Mempool, frame: &[u8], tx: &mut Vec<Mbuf>, st: &mut LcoreStats) {
+    let Some(mut m) = pool.alloc() else {
+        st.drop_no_mbuf += 1;
+        return;
+    };
+    match m.append(frame.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(frame);
+            tx.push(m);
+        }
+        None => st.drop_no_mbuf += 1,
+    }
+}
+
+fn handle_event(ev: IfaceEvent, ping: &mut Option<PingResult>, req: Option<&PingRequest>) {
+    match ev {
+        IfaceEvent::EchoReply { from, seq, rtt, .. } => {
+            tracing::info!(?from, seq, rtt_us = rtt.as_secs_f64() * 1e6, "echo reply");
+            if let Some(p) = ping.as_mut() {
+                p.received += 1;
+                p.rtts.push(rtt);
+            }
+        }
+        IfaceEvent::PingDone { sent, received, .. } => {
+            tracing::info!(sent, received, "ping done");
+            if let Some(p) = ping.as_mut() {
+                p.sent = sent;
+                p.received = received;
+            }
+            if req.is_some_and(|r| r.exit_when_done) {
+                signal::request_stop();
+            }
+        }
+        other => tracing::info!(event = ?other, "iface event"),
+    }
+}

@@ -1,0 +1,157 @@
+//! The one owning mbuf type.
+#![allow(unsafe_code)]
+
+use std::ptr::NonNull;
+
+/// An owned `rte_mbuf` (a single segment or the head of a chain). Freed on drop;
+/// [`Mbuf::into_raw`] hands ownership to DPDK (e.g. `rte_eth_tx_burst`).
+///
+/// `Send`: an mbuf owned by exactly one `Mbuf` can move between threads; the pool it returns to
+/// is thread-safe. Not `Sync`/`Clone`: two owners would race on data and refcount.
+#[derive(Debug)]
+pub struct Mbuf {
+    raw: NonNull<dpdk_sys::rte_mbuf>,
+}
+
+// SAFETY: see the type docs: unique ownership, thread-safe pool.
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Take ownership of a raw mbuf.
+    ///
+    /// # Safety
+    /// `raw` must point to a valid mbuf that nobody else owns or frees (a reference is donated).
+    #[inline]
+    pub unsafe fn from_raw(raw: NonNull<dpdk_sys::rte_mbuf>) -> Self {
+        Mbuf { raw }
+    }
+
+    /// The raw pointer, ownership kept.
+    #[inline]
+    pub(crate) fn raw_ptr(&self) -> *mut dpdk_sys::rte_mbuf {
+        self.raw.as_ptr()
+    }
+
+    /// Give up ownership without freeing.
+    #[inline]
+    pub fn into_raw(self) -> *mut dpdk_sys::rte_mbuf {
+        let p = self.raw.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    /// The first segment's data.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: mtod points at data_len initialised bytes inside the mbuf's buffer, which we
+        // own for the lifetime of &self.
+        unsafe {
+            let p = dpdk_sys::shim_pktmbuf_mtod(self.raw.as_ptr()) as *const u8;
+            std::slice::from_raw_parts(
+                p,
+                usize::from(dpdk_sys::shim_pktmbuf_data_len(self.raw.as_ptr())),
+            )
+        }
+    }
+
+    /// The first segment's data, writable.
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `data`, and &mut self gives exclusive access (refcount 1 for our mbufs).
+        unsafe {
+            let p = dpdk_sys::shim_pktmbuf_mtod(self.raw.as_ptr()) as *mut u8;
+            std::slice::from_raw_parts_mut(
+                p,
+                usize::from(dpdk_sys::shim_pktmbuf_data_len(self.raw.as_ptr())),
+            )
+        }
+    }
+
+    /// Bytes in the first segment.
+    #[inline]
+    pub fn data_len(&self) -> usize {
+        // SAFETY: valid mbuf.
+        usize::from(unsafe { dpdk_sys::shim_pktmbuf_data_len(self.raw.as_ptr()) })
+    }
+
+    /// Bytes in the whole packet (all segments).
+    #[inline]
+    pub fn pkt_len(&self) -> usize {
+        // SAFETY: valid mbuf.
+        unsafe { dpdk_sys::shim_pktmbuf_pkt_len(self.raw.as_ptr()) as usize }
+    }
+
+    /// Number of segments.
+    #[inline]
+    pub fn nb_segs(&self) -> u16 {
+        // SAFETY: valid mbuf.
+        unsafe { dpdk_sys::shim_pktmbuf_nb_segs(self.raw.as_ptr()) }
+    }
+
+    /// Free room after the data.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        // SAFETY: valid mbuf.
+        usize::from(unsafe { dpdk_sys::shim_pktmbuf_tailroom(self.raw.as_ptr()) })
+    }
+
+    /// Grow the data by `len` bytes at the end and return them (None if no room).
+    #[inline]
+    pub fn append(&mut self, len: usize) -> Option<&mut [u8]> {
+        let l = u16::try_from(len).ok()?;
+        // SAFETY: rte_pktmbuf_append returns NULL or a pointer to `len` writable bytes in our mbuf.
+        unsafe {
+            let p = dpdk_sys::shim_pktmbuf_append(self.raw.as_ptr(), l) as *mut u8;
+            if p.is_null() {
+                None
+            } else {
+                Some(std::slice::from_raw_parts_mut(p, len))
+            }
+        }
+    }
+
+    /// Shrink the data by `len` bytes at the end.
+    #[inline]
+    pub fn trim(&mut self, len: usize) -> bool {
+        let Ok(l) = u16::try_from(len) else {
+            return false;
+        };
+        // SAFETY: valid mbuf; DPDK checks the length.
+        unsafe { dpdk_sys::shim_pktmbuf_trim(self.raw.as_ptr(), l) == 0 }
+    }
+
+    /// Drop `len` bytes at the front.
+    #[inline]
+    pub fn adj(&mut self, len: usize) -> bool {
+        let Ok(l) = u16::try_from(len) else {
+            return false;
+        };
+        // SAFETY: valid mbuf; DPDK checks the length and returns NULL if too long.
+        unsafe { !dpdk_sys::shim_pktmbuf_adj(self.raw.as_ptr(), l).is_null() }
+    }
+
+    /// Set the data length to exactly `len` (within the buffer), growing or shrinking.
+    pub fn set_len(&mut self, len: usize) -> bool {
+        let cur = self.data_len();
+        if len >= cur {
+            self.append(len - cur).is_some()
+        } else {
+            self.trim(cur - len)
+        }
+    }
+
+    /// RSS hash the NIC computed (0 when it computes none).
+    #[inline]
+    pub fn rss_hash(&self) -> u32 {
+        // SAFETY: valid mbuf; reads a plain field.
+        unsafe { dpdk_sys::shim_mbuf_rss_hash(self.raw.as_ptr()) }
+    }
+}
+
+impl Drop for Mbuf {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: we own the mbuf (chain) and free it exactly once.
+        unsafe { dpdk_sys::shim_pktmbuf_free(self.raw.as_ptr()) }
+    }
+}
