@@ -20,7 +20,7 @@ pub mod deframer;
 mod error;
 pub mod framer;
 // pub mod startup; (in progress)
-// pub mod wire; (in progress)
+pub mod wire;
 
 pub use deframer::{Deframed, Deframer, DeframerConfig};
 pub use error::{ETYPE_MPA, LAYER_LLP, MpaError};
