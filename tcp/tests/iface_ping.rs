@@ -316,3 +316,79 @@ fn zero_count_ping_finishes_at_once() {
     );
     assert_eq!(a.poll_timeout(), None);
 }
+
+/// Write `frames` as a classic pcap (LINKTYPE_ETHERNET), 1 ms apart.
+fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&0i32.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        let len = u32::try_from(f.len()).expect("frame len");
+        out.extend_from_slice(&(i as u32 / 1000).to_le_bytes());
+        out.extend_from_slice(&((i as u32 % 1000) * 1000).to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out)
+}
+
+/// tshark (when installed) decodes every frame we emit (ARP both ways, echo requests and
+/// replies, a TCP header from `emit_ipv4_header`) without a malformed packet, with good IPv4
+/// and ICMP checksums.
+#[test]
+fn tshark_decodes_emitted_frames() {
+    if std::process::Command::new("tshark")
+        .arg("-v")
+        .output()
+        .is_err()
+    {
+        eprintln!("tshark not installed: skipped");
+        return;
+    }
+    let mut p = Pair::new(Duration::from_micros(100));
+    let start = p.now;
+    p.a.start_ping(start, IP_B, 3, 100, Duration::from_millis(10));
+    p.run(start + Duration::from_secs(5));
+    let mut frames = p.frames.clone();
+    // A bare TCP SYN header behind our Ethernet/IPv4 headers (TCP checksum left 0).
+    let mut f = vec![0u8; 54];
+    let n = p.a.emit_ipv4_header(MAC_B, IP_B, 6, 20, &mut f);
+    f[n..n + 20].copy_from_slice(&[
+        0x30, 0x39, 0x11, 0x5c, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0,
+    ]);
+    f.resize(60, 0);
+    frames.push(f);
+    let dir = std::env::temp_dir().join(format!("iface-tshark-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("iface.pcap");
+    write_pcap(&path, &frames).expect("write pcap");
+    let out = std::process::Command::new("tshark")
+        .args(["-n", "-V", "-o", "ip.check_checksum:TRUE", "-r"])
+        .arg(&path)
+        .output()
+        .expect("run tshark");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("Malformed"), "{text}");
+    assert!(!text.contains("[Expert Info (Error"), "{text}");
+    let count = |s: &str| text.matches(s).count();
+    assert_eq!(count("Address Resolution Protocol (request)"), 1, "{text}");
+    assert_eq!(count("Address Resolution Protocol (reply)"), 1, "{text}");
+    assert_eq!(count("Type: 8 (Echo (ping) request)"), 3, "{text}");
+    assert_eq!(count("Type: 0 (Echo (ping) reply)"), 3, "{text}");
+    assert_eq!(count("[Header checksum status: Good]"), 7, "{text}");
+    // ICMP checksum status is reported for the 6 echo messages.
+    assert_eq!(count("[Checksum Status: Good]"), 6, "{text}");
+    assert_eq!(count("Transmission Control Protocol"), 1, "{text}");
+}
