@@ -181,7 +181,7 @@ impl Default for DataplaneSection {
 }
 
 /// `[stats]`: counters readable while running.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsSection {
     /// File rewritten every `interval_ms` with all counters (atomically, via rename).
@@ -196,8 +196,14 @@ fn default_stats_interval() -> u64 {
     1000
 }
 
+impl Default for StatsSection {
+    fn default() -> Self {
+        StatsSection { file: None, interval_ms: default_stats_interval() }
+    }
+}
+
 /// `[diag]`: diagnostics for testing with ordinary tools.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiagSection {
     /// Ping this address once the link is up.
@@ -218,6 +224,19 @@ pub struct DiagSection {
     /// Stop after this many seconds (0: run until SIGINT/SIGTERM).
     #[serde(default)]
     pub run_seconds: u64,
+}
+
+impl Default for DiagSection {
+    fn default() -> Self {
+        DiagSection {
+            ping: None,
+            ping_count: default_ping_count(),
+            ping_interval_ms: default_ping_interval(),
+            ping_size: default_ping_size(),
+            exit_after_ping: false,
+            run_seconds: 0,
+        }
+    }
 }
 
 fn default_ping_count() -> u32 {
@@ -430,5 +449,83 @@ pub fn is_pci_address(s: &str) -> bool {
         [dom, bus, df] => hex(dom, 4) && hex(bus, 2) && devfn(df),
         [bus, df] => hex(bus, 2) && devfn(df),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[port]\ndevice = \"net_memif0,role=server\"\nip = \"10.0.0.1/24\"\n";
+
+    fn err(text: &str) -> String {
+        Config::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn minimal_config_gets_valid_defaults() {
+        let c = Config::parse(MINIMAL, "t.toml").unwrap();
+        assert_eq!(c.stats.interval_ms, 1000);
+        assert_eq!(c.diag.ping_count, 5);
+        assert_eq!(c.diag.ping_size, 56);
+        assert_eq!(c.dataplane.cores, vec![0]);
+        assert_eq!(c.port.mtu, 1500);
+        assert_eq!(c.port_name(), "net_memif0");
+        assert_eq!(c.log.level, "info");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = err(&format!("{MINIMAL}bogus = 1\n"));
+        assert!(e.contains("bogus"), "{e}");
+        assert!(e.contains("expected one of"), "{e}");
+        let e = err("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nspeed = 4\n");
+        assert!(e.contains("speed") && e.contains("`mtu`"), "{e}");
+        let e = err(&format!("{MINIMAL}[nonsense]\n"));
+        assert!(e.contains("nonsense"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_key_and_allowed_values() {
+        let cases = [
+            ("[port]\ndevice = \"eth0\"\nip = \"10.0.0.1/24\"\n", "port.device", "PCI address"),
+            ("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1\"\n", "port.ip", "10.77.0.1/24"),
+            ("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nmtu = 100\n", "port.mtu", "576..=9000"),
+            ("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nrx_desc = 1000\n", "port.rx_desc", "power of two"),
+            (&format!("{MINIMAL}[dataplane]\nmode = \"fast\"\n"), "dataplane.mode", "\"stack\" or \"echo\""),
+            (&format!("{MINIMAL}[dataplane]\ncores = [999]\n"), "dataplane.cores", "does not exist"),
+            (&format!("{MINIMAL}[eal]\nhugepages = \"maybe\"\n"), "hugepages", "auto"),
+            (&format!("{MINIMAL}[log]\nlevel = \"loud\"\n"), "log.level", "error, warn, info"),
+            (&format!("{MINIMAL}[diag]\nping = \"x\"\n"), "diag.ping", "IPv4"),
+            (&format!("{MINIMAL}[stats]\ninterval_ms = 1\n"), "stats.interval_ms", ">= 10"),
+        ];
+        for (text, key, allowed) in cases {
+            let e = err(text);
+            assert!(e.contains(key), "{key}: {e}");
+            assert!(e.contains(allowed), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn pci_addresses() {
+        assert!(is_pci_address("0000:3b:00.0"));
+        assert!(is_pci_address("3b:00.1"));
+        assert!(!is_pci_address("3b:00.8"));
+        assert!(!is_pci_address("net_tap0"));
+        assert!(!is_pci_address("0000:3b:00"));
+    }
+
+    #[test]
+    fn shipped_configs_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                Config::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 5, "expected the shipped configs, found {n}");
     }
 }
