@@ -28,9 +28,10 @@ use super::{CRC_LEN, LEN_FIELD, MARKER_INTERVAL, MARKER_LEN, MpaError, is_marker
 /// Smallest ULPDU a DDP peer can send: a tagged DDP header (RFC 5041 §4.2) is 14 octets.
 pub const MIN_DDP_HEADER: u16 = 14;
 
-/// Whether the CRC covers markers that lie inside an FPDU (between its ULPDU_LENGTH field and
-/// its CRC field). RFC 5044 §6: the CRC is computed over the whole FPDU as sent, markers
-/// included; a marker just before the ULPDU_LENGTH field is not part of that FPDU.
+/// Whether the CRC covers the markers of an FPDU (RFC 5044 §6: the CRC covers the FPDU as
+/// sent, markers included). A marker that falls right before an FPDU's ULPDU_LENGTH field
+/// counts as part of that FPDU: Wireshark's MPA dissector computes the CRC from that marker
+/// on, and `tests/tshark_framer.rs` checks our frames against it.
 pub(crate) const CRC_COVERS_MARKERS: bool = true;
 
 /// Put a CRC32c value on the wire: the little-endian bytes of the final value, as iSCSI does
@@ -130,6 +131,8 @@ pub struct Deframer {
     /// ULPDU_LENGTH of the current FPDU.
     ulpdu_len: u16,
     crc: Crc32c,
+    /// Whether `crc` already covers octets of the current FPDU (a leading marker).
+    crc_started: bool,
     /// First error seen; the stream is dead after it.
     error: Option<MpaError>,
     fpdus: u64,
@@ -150,6 +153,7 @@ impl Deframer {
             marker_buf: [0; MARKER_LEN],
             ulpdu_len: 0,
             crc: Crc32c::new(),
+            crc_started: false,
             error: None,
             fpdus: 0,
         }
@@ -231,7 +235,12 @@ impl Deframer {
                     dst.copy_from_slice(src);
                 }
                 let inside = !matches!(self.phase, Phase::Len { have: 0, .. });
-                if inside && CRC_COVERS_MARKERS {
+                if !inside && !self.crc_started {
+                    // A marker right before the FPDU starts its CRC.
+                    self.crc = Crc32c::new();
+                    self.crc_started = true;
+                }
+                if CRC_COVERS_MARKERS {
                     self.crc.update(src);
                 }
                 i += take;
@@ -262,7 +271,10 @@ impl Deframer {
                 Phase::Len { have, mut buf } => {
                     if have == 0 {
                         self.fpdu_start = self.pos;
-                        self.crc = Crc32c::new();
+                        if !self.crc_started {
+                            self.crc = Crc32c::new();
+                            self.crc_started = true;
+                        }
                     }
                     let h = usize::from(have);
                     let take = (LEN_FIELD - h).min(rest.len()).min(room);
@@ -336,6 +348,7 @@ impl Deframer {
                         self.phase = Phase::Crc { have, buf };
                         continue;
                     }
+                    self.crc_started = false;
                     self.phase = Phase::Len {
                         have: 0,
                         buf: [0; 2],

@@ -112,7 +112,8 @@ impl Writer<'_> {
         if let Some(dst) = self.out.get_mut(self.at..self.at + MARKER_LEN) {
             dst.copy_from_slice(&m);
         }
-        if self.fpdu_start.is_some() && CRC_COVERS_MARKERS {
+        // Leading and inner markers alike are covered (see `CRC_COVERS_MARKERS`).
+        if CRC_COVERS_MARKERS {
             self.crc.update(&m);
         }
         self.at += MARKER_LEN;
