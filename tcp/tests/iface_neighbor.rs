@@ -219,6 +219,9 @@ fn off_link_goes_via_gateway_and_special_addresses() {
         Resolve::Known([0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb])
     );
     assert_eq!(a.resolve(ms(2), [0; 4]), Resolve::NoRoute);
+    assert_eq!(a.resolve(ms(2), IP_A), Resolve::NoRoute, "no loopback path");
+    assert_eq!(a.resolve(ms(2), [127, 0, 0, 1]), Resolve::NoRoute);
+    assert_eq!(a.neighbor(IP_A), None);
     let mut no_gw = Iface::new(IfaceConfig::new(MAC_A, IP_A, 24));
     assert_eq!(no_gw.resolve(ms(0), [192, 0, 2, 9]), Resolve::NoRoute);
     assert!(drain(&mut no_gw, ms(0)).is_empty());

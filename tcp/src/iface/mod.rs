@@ -144,7 +144,8 @@ pub enum Resolve {
     Pending,
     /// Resolution ran out of retries recently ([`IfaceConfig::arp_failed_hold`]).
     Failed,
-    /// The destination is off-link and no gateway is configured, or it is 0.0.0.0.
+    /// The destination is off-link and no gateway is configured, or it is 0.0.0.0,
+    /// loopback or our own address.
     NoRoute,
 }
 
@@ -286,11 +287,20 @@ impl Iface {
     /// until `None`. Also runs [`Iface::handle_timeout`].
     pub fn poll_transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<usize> {
         self.handle_timeout(now);
+        // ARP first (few frames, and they unblock everything else), then the ping, then ARP
+        // again in case the ping has just started resolving its next hop.
+        if let Some(len) = self.arp_transmit(now, tx) {
+            return Some(len);
+        }
         if let Some(len) = self.ping_transmit(now, tx) {
             self.stats.tx_frames += 1;
             self.stats.icmp_echo_request_tx += 1;
             return Some(len);
         }
+        self.arp_transmit(now, tx)
+    }
+
+    fn arp_transmit(&mut self, now: Instant, tx: &mut [u8]) -> Option<usize> {
         if tx.len() < MIN_FRAME_LEN {
             return None;
         }
@@ -348,9 +358,10 @@ impl Iface {
         }
     }
 
-    /// Next hop for `dst`: itself when on-link, the gateway otherwise.
+    /// Next hop for `dst`: itself when on-link, the gateway otherwise. None for 0.0.0.0,
+    /// loopback and our own address (there is no loopback path here).
     fn next_hop(&self, dst: [u8; 4]) -> Option<[u8; 4]> {
-        if dst == [0; 4] {
+        if dst == [0; 4] || dst[0] == 127 || dst == self.cfg.ip {
             None
         } else if self.on_link(dst) {
             Some(dst)
@@ -374,8 +385,11 @@ impl Iface {
     }
 
     /// Resolve the next-hop MAC for `dst` (itself if on-link, else the gateway). On a miss an
-    /// ARP request is queued for `poll_transmit` and `Pending` returned; ask again later.
-    /// Broadcast destinations map to the broadcast MAC, multicast ones per RFC 1112 6.4.
+    /// ARP request is queued for `poll_transmit` and `Pending` returned: the caller holds or
+    /// drops its packet (TCP retransmits) and asks again later; after the retries run out
+    /// it gets `Failed` (and an [`IfaceEvent::NeighborFailed`]). Broadcast destinations map
+    /// to the broadcast MAC, multicast ones per RFC 1112 6.4. Our own address, loopback and
+    /// 0.0.0.0 give `NoRoute` (no loopback path).
     pub fn resolve(&mut self, now: Instant, dst: [u8; 4]) -> Resolve {
         if dst == [255; 4] || Some(dst) == self.subnet_broadcast() {
             return Resolve::Known(BROADCAST_MAC);

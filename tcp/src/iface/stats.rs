@@ -103,6 +103,12 @@ impl DropReason {
     }
 }
 
+impl core::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Counters of one interface. All are monotonic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IfaceStats {
