@@ -3,7 +3,8 @@
 
 use std::collections::VecDeque;
 
-use netcore::{Duration, Instant};
+use netcore::rng::Xoshiro256;
+use netcore::{Duration, Instant, Rng};
 use tcp::iface::{Iface, IfaceConfig, IfaceEvent, NeighborState, RxAction};
 
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -22,6 +23,8 @@ struct Pair {
     /// Drop frames sent by B (to simulate a peer that does not answer).
     b_mute: bool,
     frames: Vec<Vec<u8>>,
+    /// Seeded random loss: (rng, percent of frames lost in either direction).
+    loss: Option<(Xoshiro256, u32)>,
 }
 
 impl Pair {
@@ -34,12 +37,18 @@ impl Pair {
             wire: VecDeque::new(),
             b_mute: false,
             frames: Vec::new(),
+            loss: None,
         }
     }
 
     fn send(&mut self, from_a: bool, frame: &[u8]) {
         self.frames.push(frame.to_vec());
         if !from_a && self.b_mute {
+            return;
+        }
+        if let Some((rng, pct)) = self.loss.as_mut()
+            && rng.next_u32() % 100 < *pct
+        {
             return;
         }
         self.wire
@@ -174,6 +183,47 @@ fn ping_between_two_ifaces() {
     assert!(p.frames.iter().all(|f| f.len() >= 60));
     // Echo frames: 14 + 20 + 8 + 56 bytes.
     assert_eq!(p.frames.iter().filter(|f| f.len() == 98).count(), 10);
+}
+
+/// Over a lossy link (seeded), ARP retries and the ping still account for every request:
+/// one reply event per received reply, totals consistent, and the run ends.
+#[test]
+fn ping_over_lossy_link_accounts_for_everything() {
+    let seed = std::env::var("SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7u64);
+    for round in 0..20u64 {
+        let mut p = Pair::new(Duration::from_micros(300));
+        p.loss = Some((Xoshiro256::seed_from_u64(seed ^ round), 30));
+        let start = p.now;
+        p.a.start_ping(start, IP_B, 50, 32, Duration::from_millis(20));
+        p.run(start + Duration::from_secs(60));
+        let ev = events(&mut p.a);
+        let replies = ev
+            .iter()
+            .filter(|e| matches!(e, IfaceEvent::EchoReply { .. }))
+            .count() as u32;
+        let Some(IfaceEvent::PingDone { sent, received, .. }) = ev.last().cloned() else {
+            panic!("no PingDone (seed {seed} round {round}): {ev:?}");
+        };
+        assert_eq!(received, replies, "seed {seed} round {round}");
+        assert_eq!(u64::from(received), p.a.stats().icmp_echo_reply_rx);
+        assert!(received <= sent && sent <= 50);
+        // Either resolution failed (4 lost ARP exchanges in a row) or all 50 were sent.
+        if sent == 0 {
+            assert!(ev.contains(&IfaceEvent::NeighborFailed(IP_B)), "{ev:?}");
+        } else {
+            assert_eq!(sent, 50);
+            // With 30 % loss each way about half the requests get an answer.
+            assert!(
+                (10..=45).contains(&received),
+                "received {received} (seed {seed})"
+            );
+        }
+        assert_eq!(p.a.poll_timeout(), None);
+        assert!(p.now < start + Duration::from_secs(60));
+    }
 }
 
 #[test]
