@@ -18,3 +18,4 @@ pub mod error;
 pub mod mpa;
 pub mod rdmap;
 pub mod stag;
+pub mod testing;

@@ -34,7 +34,7 @@ impl Stag {
 }
 
 /// Opaque handle of a registered region, chosen by the memory table's owner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct MrHandle(pub u32);
 
 /// Protection domain identifier.

@@ -1,0 +1,526 @@
+//! Receive path: deframed ULPDU bytes -> validated DDP segments -> placements, completions,
+//! responses to send (RFC 5041 §5.3, §7; RFC 5040 §5.3-§5.5, §6.4, §7; RFC 7306 §5).
+//!
+//! A segment's header is gathered (it may straddle TCP segments and markers) into a small
+//! buffer; once complete it is validated against the STag table and the posted receives, and
+//! the rest of the ULPDU is handed to the placer slice by slice, zero-copy. Completions wait
+//! for the MPA `End` event (CRC verified). The first error stops the stream and queues the
+//! Terminate (RFC 5040 §7.1: "the first error").
+
+use crate::ddp::wire::{self as ddp, DdpBuf};
+use crate::error::{DdpError, Layer, RdmapError, TermCode, rdmap_etype};
+use crate::mpa::Deframed;
+use crate::rdmap::qp::{Completion, CqOpcode, Memory, Qp, QpState, RecvRequest, Sge, WcStatus};
+use crate::rdmap::terminate::{RDMA_HDR_LEN, TerminateHdr};
+use crate::rdmap::tx::TxMsg;
+use crate::rdmap::wire::{
+    self as rw, Header, HeaderError, Opcode, RdmapPart, aopcode, header_len, qn,
+};
+use crate::stag::{Access, AtomicOp, MrHandle, Stag, check_access};
+
+/// Header bytes kept per segment: enough for every fixed header and a Terminate with both
+/// optional headers (18 + 4 + 2 + 18 + 28 = 70).
+const HDR_CAP: usize = 96;
+
+/// Where the payload of the current segment goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Sink {
+    /// No payload expected (or it is ignored, e.g. the tail of a long Terminate).
+    #[default]
+    Discard,
+    /// Tagged: contiguous bytes of one region from `offset`.
+    Region { mr: MrHandle, offset: u64 },
+    /// Untagged QN 0: the current receive buffer, from message offset `mo`.
+    Recv { mo: u64 },
+}
+
+/// Per-stream receive state.
+#[derive(Debug, Clone)]
+pub(crate) struct RxState {
+    in_fpdu: bool,
+    ulpdu_len: usize,
+    hdr: [u8; HDR_CAP],
+    have: usize,
+    /// Header length once known (0 = not yet).
+    hdr_len: usize,
+    header: Option<Header>,
+    sink: Sink,
+    placed: u64,
+    /// Receive buffer of the Send message in progress.
+    pub(crate) cur_recv: Option<RecvRequest>,
+    /// Bytes received so far of the Send message in progress (expected next MO).
+    msg_off: u64,
+    expected_msn: [u32; qn::COUNT],
+}
+
+impl Default for RxState {
+    fn default() -> Self {
+        RxState {
+            in_fpdu: false,
+            ulpdu_len: 0,
+            hdr: [0; HDR_CAP],
+            have: 0,
+            hdr_len: 0,
+            header: None,
+            sink: Sink::Discard,
+            placed: 0,
+            cur_recv: None,
+            msg_off: 0,
+            // RFC 5041 §5.3: the first MSN of every queue is 1.
+            expected_msn: [1; qn::COUNT],
+        }
+    }
+}
+
+/// Copy `data` into the SGE list at message offset `off`.
+fn place_sges(mem: &mut dyn Memory, sges: &[Sge], mut off: u64, mut data: &[u8]) {
+    for s in sges {
+        if data.is_empty() {
+            return;
+        }
+        let len = u64::from(s.len);
+        if off >= len {
+            off -= len;
+            continue;
+        }
+        let n = ((len - off) as usize).min(data.len());
+        let (now, rest) = data.split_at(n);
+        mem.place(s.mr, s.offset + off, now);
+        data = rest;
+        off = 0;
+    }
+}
+
+/// Which offending headers a Terminate carries (RFC 5040 §4.8; siw `siw_send_terminate`).
+fn term_for(code: TermCode, hdr: &[u8], ulpdu_len: usize) -> TerminateHdr {
+    let version_or_opcode = match code.layer {
+        Layer::Ddp => {
+            code == DdpError::TaggedInvalidVersion.into()
+                || code == DdpError::UntaggedInvalidVersion.into()
+        }
+        Layer::Rdmap => matches!(code.ecode, 0x05 | 0x06),
+        Layer::Llp => true,
+    };
+    let include_ddp = code.etype != 0 && !version_or_opcode;
+    if !include_ddp {
+        return TerminateHdr::new(code, None, None);
+    }
+    let seg_len = u16::try_from(ulpdu_len).unwrap_or(u16::MAX);
+    let ddp_len = hdr.first().map(|&c| ddp::header_len(c)).unwrap_or(0);
+    let is_rreq = hdr.get(1).map(|&c| c & 0xf) == Some(Opcode::ReadRequest as u8);
+    let rdma =
+        if code.layer == Layer::Rdmap && code.etype == rdmap_etype::REMOTE_PROTECTION && is_rreq {
+            hdr.get(ddp_len..ddp_len + RDMA_HDR_LEN)
+        } else {
+            None
+        };
+    TerminateHdr::new(code, Some((seg_len, hdr)), rdma)
+}
+
+impl Qp {
+    pub(crate) fn rx_stream(&mut self, mem: &mut dyn Memory, input: &[u8]) -> usize {
+        let mut i = 0;
+        while i < input.len() {
+            if matches!(self.state, QpState::Terminate | QpState::Error) {
+                return input.len();
+            }
+            let rest = input.get(i..).unwrap_or(&[]);
+            let (n, ev) = self.deframer.deframe(rest);
+            i += n;
+            match ev {
+                None => break,
+                Some(Err(e)) => {
+                    let (l, t, c) = e.term_code();
+                    let code = TermCode::from_raw(l, t, c);
+                    self.fail(code, TerminateHdr::new(code, None, None));
+                }
+                Some(Ok(Deframed::Start { ulpdu_len })) => {
+                    let rx = &mut self.rx;
+                    rx.in_fpdu = true;
+                    rx.ulpdu_len = usize::from(ulpdu_len);
+                    rx.have = 0;
+                    rx.hdr_len = 0;
+                    rx.header = None;
+                    rx.sink = Sink::Discard;
+                    rx.placed = 0;
+                }
+                Some(Ok(Deframed::Data(d))) => {
+                    if let Err(code) = self.rx_data(mem, d) {
+                        self.rx_fail(code);
+                    }
+                }
+                Some(Ok(Deframed::End)) => {
+                    self.rx.in_fpdu = false;
+                    let r = match self.rx.header {
+                        Some(h) => self.end_segment(mem, &h),
+                        None => Err(HeaderError::Truncated.into()),
+                    };
+                    if let Err(code) = r {
+                        self.rx_fail(code);
+                    }
+                }
+            }
+        }
+        i
+    }
+
+    fn rx_fail(&mut self, code: TermCode) {
+        let have = self.rx.have.min(HDR_CAP);
+        let term = term_for(code, &self.rx.hdr[..have], self.rx.ulpdu_len);
+        self.fail(code, term);
+    }
+
+    fn rx_data(&mut self, mem: &mut dyn Memory, mut d: &[u8]) -> Result<(), TermCode> {
+        if !self.rx.in_fpdu {
+            return Ok(());
+        }
+        if self.rx.header.is_none() {
+            let rx = &mut self.rx;
+            while rx.header.is_none() && !d.is_empty() {
+                let want = if rx.hdr_len == 0 { 2 } else { rx.hdr_len };
+                let n = (want - rx.have).min(d.len());
+                let (take, rest) = d.split_at(n);
+                rx.hdr[rx.have..rx.have + n].copy_from_slice(take);
+                rx.have += n;
+                d = rest;
+                if rx.have < want {
+                    break;
+                }
+                if rx.hdr_len == 0 {
+                    rx.hdr_len = match header_len(rx.hdr[0], rx.hdr[1])? {
+                        Some(n) if n > rx.ulpdu_len => return Err(HeaderError::Truncated.into()),
+                        Some(n) => n,
+                        None => rx.ulpdu_len.min(HDR_CAP),
+                    };
+                    continue;
+                }
+                rx.header = Some(Header::parse(&rx.hdr[..rx.hdr_len])?);
+            }
+            match self.rx.header {
+                Some(h) => self.begin_segment(mem, &h)?,
+                None => return Ok(()),
+            }
+        }
+        if d.is_empty() {
+            return Ok(());
+        }
+        let placed = self.rx.placed;
+        match self.rx.sink {
+            Sink::Discard => {}
+            Sink::Region { mr, offset } => mem.place(mr, offset + placed, d),
+            Sink::Recv { mo } => {
+                if let Some(rr) = &self.rx.cur_recv {
+                    place_sges(mem, &rr.sges, mo + placed, d);
+                }
+            }
+        }
+        self.rx.placed += d.len() as u64;
+        Ok(())
+    }
+
+    fn payload_len(&self) -> u64 {
+        self.rx.ulpdu_len.saturating_sub(self.rx.hdr_len) as u64
+    }
+
+    /// Validate a complete header and choose the payload sink.
+    fn begin_segment(&mut self, mem: &mut dyn Memory, h: &Header) -> Result<(), TermCode> {
+        let len = self.payload_len();
+        let pd = self.cfg.pd;
+        self.rx.sink = match (h.ddp.buf, h.opcode) {
+            // RFC 5041 §7.2 tagged checks; RFC 5040 §5.3 RDMA Write.
+            (DdpBuf::Tagged { stag, to }, Opcode::Write) => {
+                let (info, off) = check_access(&*mem, stag, pd, Access::REMOTE_WRITE, to, len)
+                    .map_err(|e| e.tagged())?;
+                Sink::Region {
+                    mr: info.handle,
+                    offset: off,
+                }
+            }
+            // RFC 5040 §5.4: a Read Response must answer the oldest outstanding Read Request
+            // and land exactly at its advertised sink.
+            (DdpBuf::Tagged { stag, to }, _) => {
+                let o = self.orq.front().ok_or(RdmapError::UnexpectedOpcode)?;
+                let (sink_stag, sink_to) = o.sink.ok_or(RdmapError::UnexpectedOpcode)?;
+                if stag != sink_stag {
+                    return Err(DdpError::TaggedInvalidStag.into());
+                }
+                if Some(to) != sink_to.checked_add(o.received) || o.received + len > o.size {
+                    return Err(DdpError::TaggedBaseBounds.into());
+                }
+                let (info, off) = check_access(&*mem, stag, pd, Access::LOCAL_WRITE, to, len)
+                    .map_err(|e| e.tagged())?;
+                Sink::Region {
+                    mr: info.handle,
+                    offset: off,
+                }
+            }
+            (DdpBuf::Untagged { qn: q, msn, mo, .. }, op) => {
+                // RFC 5041 §7.2: QN must exist and carry this message type.
+                if op.queue() != Some(q) {
+                    return Err(DdpError::UntaggedInvalidQn.into());
+                }
+                let expected = self.rx.expected_msn.get(q as usize).copied().unwrap_or(0);
+                if msn != expected {
+                    return Err(DdpError::UntaggedMsnRange.into());
+                }
+                self.begin_untagged(mem, h, q, u64::from(mo), len)?
+            }
+        };
+        Ok(())
+    }
+
+    fn begin_untagged(
+        &mut self,
+        mem: &mut dyn Memory,
+        h: &Header,
+        q: u32,
+        mo: u64,
+        len: u64,
+    ) -> Result<Sink, TermCode> {
+        match q {
+            qn::SEND => {
+                if self.rx.cur_recv.is_none() {
+                    if mo != 0 {
+                        return Err(DdpError::UntaggedInvalidMo.into());
+                    }
+                    let rr = self.rq.pop_front().ok_or(DdpError::UntaggedNoBuffer)?;
+                    self.rx.cur_recv = Some(rr);
+                    self.rx.msg_off = 0;
+                }
+                if mo != self.rx.msg_off {
+                    return Err(DdpError::UntaggedInvalidMo.into());
+                }
+                let cap: u64 = self
+                    .rx
+                    .cur_recv
+                    .iter()
+                    .flat_map(|r| &r.sges)
+                    .map(|s| u64::from(s.len))
+                    .sum();
+                if mo + len > cap {
+                    return Err(DdpError::UntaggedTooLong.into());
+                }
+                Ok(Sink::Recv { mo })
+            }
+            qn::READ_REQ => {
+                // Single-segment messages (RFC 5040 §4.4, RFC 7306 §4.3).
+                if mo != 0 || !h.ddp.last || len != 0 {
+                    return Err(DdpError::UntaggedInvalidMo.into());
+                }
+                let busy = self.irq.len()
+                    + usize::from(self.cur_tx.as_ref().is_some_and(|m| m.is_response()));
+                if busy >= self.cfg.ird as usize {
+                    // siw: RDMAP / remote operation / catastrophic localized to the stream.
+                    return Err(RdmapError::CatastrophicStream.into());
+                }
+                let pd = self.cfg.pd;
+                match h.rdmap {
+                    RdmapPart::ReadRequest(r) => {
+                        check_access(
+                            &*mem,
+                            r.src_stag,
+                            pd,
+                            Access::REMOTE_READ,
+                            r.src_to,
+                            u64::from(r.size),
+                        )?;
+                    }
+                    RdmapPart::AtomicRequest(a) => {
+                        if !matches!(
+                            a.aopcode,
+                            aopcode::FETCH_ADD | aopcode::SWAP | aopcode::CMP_SWAP
+                        ) {
+                            return Err(RdmapError::UnexpectedOpcode.into());
+                        }
+                        if a.to % 8 != 0 {
+                            return Err(RdmapError::BaseBounds.into());
+                        }
+                        check_access(&*mem, a.stag, pd, Access::REMOTE_ATOMIC, a.to, 8)?;
+                    }
+                    _ => return Err(RdmapError::UnexpectedOpcode.into()),
+                }
+                Ok(Sink::Discard)
+            }
+            qn::ATOMIC_RESP => {
+                let id = match h.rdmap {
+                    RdmapPart::AtomicResponse(a) => a.req_id,
+                    _ => return Err(RdmapError::UnexpectedOpcode.into()),
+                };
+                match self.orq.front() {
+                    Some(o) if o.sink.is_none() && o.req_id == id => Ok(Sink::Discard),
+                    _ => Err(RdmapError::UnexpectedOpcode.into()),
+                }
+            }
+            _ => Ok(Sink::Discard), // Terminate: the header holds everything.
+        }
+    }
+
+    /// The segment's CRC checked: complete messages.
+    fn end_segment(&mut self, mem: &mut dyn Memory, h: &Header) -> Result<(), TermCode> {
+        let len = self.payload_len();
+        match (h.ddp.buf, h.opcode) {
+            (DdpBuf::Tagged { .. }, Opcode::Write) => {}
+            (DdpBuf::Tagged { .. }, _) => {
+                if let Some(o) = self.orq.front_mut() {
+                    o.received += len;
+                }
+                if h.ddp.last {
+                    let o = self.orq.pop_front().ok_or(RdmapError::UnexpectedOpcode)?;
+                    if o.received != o.size {
+                        return Err(DdpError::TaggedBaseBounds.into());
+                    }
+                    let cqe = o.wr.flags.signaled.then_some(Completion {
+                        wr_id: o.wr.wr_id,
+                        opcode: CqOpcode::Read,
+                        status: WcStatus::Success,
+                        byte_len: o.size,
+                        imm: None,
+                        invalidated: None,
+                        solicited: false,
+                    });
+                    self.sq_done(o.seq, cqe);
+                }
+            }
+            (
+                DdpBuf::Untagged {
+                    qn: q, ulp_word, ..
+                },
+                op,
+            ) => {
+                if h.ddp.last
+                    && let Some(m) = self.rx.expected_msn.get_mut(q as usize)
+                {
+                    *m = m.wrapping_add(1);
+                }
+                match q {
+                    qn::SEND => self.end_send(mem, h, op, Stag(ulp_word), len)?,
+                    qn::READ_REQ => self.end_request(mem, h),
+                    qn::ATOMIC_RESP => {
+                        if let (Some(o), RdmapPart::AtomicResponse(a)) =
+                            (self.orq.pop_front(), h.rdmap)
+                        {
+                            if let Some(s) = o.wr.sges.first() {
+                                mem.place(s.mr, s.offset, &a.orig.to_ne_bytes());
+                            }
+                            let cqe = o.wr.flags.signaled.then_some(Completion {
+                                wr_id: o.wr.wr_id,
+                                opcode: CqOpcode::Atomic,
+                                status: WcStatus::Success,
+                                byte_len: 8,
+                                imm: None,
+                                invalidated: None,
+                                solicited: false,
+                            });
+                            self.sq_done(o.seq, cqe);
+                        }
+                    }
+                    _ => {
+                        // RFC 5040 §5.5: a received Terminate ends the stream.
+                        if let RdmapPart::Terminate(t) = h.rdmap {
+                            let rest = self.rx.hdr.get(ddp::UNTAGGED_HDR_LEN..self.rx.hdr_len);
+                            let t = rest
+                                .and_then(|b| {
+                                    TerminateHdr::parse(b, self.cfg.term_layout_hint).ok()
+                                })
+                                .unwrap_or(t);
+                            self.remote_term = Some(t);
+                        }
+                        self.enter_error();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn end_send(
+        &mut self,
+        mem: &mut dyn Memory,
+        h: &Header,
+        op: Opcode,
+        inv: Stag,
+        len: u64,
+    ) -> Result<(), TermCode> {
+        self.rx.msg_off += len;
+        if !h.ddp.last {
+            return Ok(());
+        }
+        let mut invalidated = None;
+        if matches!(op, Opcode::SendInvalidate | Opcode::SendSeInvalidate) {
+            // RFC 5040 §6.4 / RFC 5042 §5: only a valid STag of our PD registered for remote
+            // invalidation may be invalidated by the peer.
+            let ok = mem.lookup(inv).is_some_and(|i| {
+                i.valid && i.stag == inv && i.pd == self.cfg.pd && i.remote_invalidate
+            });
+            if !ok || mem.invalidate(inv).is_err() {
+                return Err(RdmapError::CannotInvalidate.into());
+            }
+            invalidated = Some(inv);
+        }
+        let rr = self.rx.cur_recv.take();
+        let byte_len = self.rx.msg_off;
+        self.rx.msg_off = 0;
+        if let Some(rr) = rr {
+            let (opcode, imm) = match h.rdmap {
+                RdmapPart::Immediate(v) => (CqOpcode::RecvImm, Some(v)),
+                _ => (CqOpcode::Recv, None),
+            };
+            self.cq.push_back(Completion {
+                wr_id: rr.wr_id,
+                opcode,
+                status: WcStatus::Success,
+                byte_len,
+                imm,
+                invalidated,
+                solicited: matches!(
+                    op,
+                    Opcode::SendSe | Opcode::SendSeInvalidate | Opcode::ImmediateDataSe
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A Read or atomic request passed its checks: queue the response (RFC 5040 §5.4,
+    /// RFC 7306 §5.2).
+    fn end_request(&mut self, mem: &mut dyn Memory, h: &Header) {
+        let pd = self.cfg.pd;
+        match h.rdmap {
+            RdmapPart::ReadRequest(r) => {
+                let size = u64::from(r.size);
+                if let Ok((info, off)) =
+                    check_access(&*mem, r.src_stag, pd, Access::REMOTE_READ, r.src_to, size)
+                {
+                    self.irq
+                        .push_back(TxMsg::read_response(&r, info.handle, off));
+                }
+            }
+            RdmapPart::AtomicRequest(a) => {
+                if let Ok((info, off)) =
+                    check_access(&*mem, a.stag, pd, Access::REMOTE_ATOMIC, a.to, 8)
+                {
+                    let op = match a.aopcode {
+                        aopcode::FETCH_ADD => AtomicOp::FetchAdd { add: a.add_swap },
+                        aopcode::SWAP => AtomicOp::Swap { swap: a.add_swap },
+                        _ => AtomicOp::CmpSwap {
+                            compare: a.compare,
+                            swap: a.add_swap,
+                        },
+                    };
+                    let orig = mem.atomic(info.handle, off, op);
+                    self.tx_msn[qn::ATOMIC_RESP as usize] =
+                        self.tx_msn[qn::ATOMIC_RESP as usize].wrapping_add(1);
+                    let msn = self.tx_msn[qn::ATOMIC_RESP as usize];
+                    self.irq.push_back(TxMsg::atomic_response(
+                        rw::AtomicResponse {
+                            req_id: a.req_id,
+                            orig,
+                        },
+                        msn,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! Transmit path: work requests and responses -> DDP segments no larger than the MULPDU
+//! (RFC 5041 §5.2 segmentation, RFC 5040 §5.2-§5.5 and §6 ordering, RFC 7306 §5).
+//!
+//! One message is sent at a time, segment after segment (TO or MO advancing, L on the last).
+//! Order of service: a pending Terminate, the message in progress, Read/atomic responses
+//! (in request order, RFC 5040 §6.3), then the send queue, honouring ORD (RFC 5040 §6.2) and
+//! the fence flag (RFC 5040 §6.1: a fenced WR waits for every earlier Read/atomic).
+
+use crate::ddp::wire::DdpBuf;
+use crate::rdmap::qp::{
+    Completion, Memory, Outstanding, Qp, QpState, Sge, WcStatus, WorkRequest, WrOpcode,
+    sq_cq_opcode,
+};
+use crate::rdmap::terminate::TerminateHdr;
+use crate::rdmap::wire::{
+    self as rw, AtomicRequest, Header, MAX_HDR_LEN, Opcode, RdmapPart, ReadRequest, aopcode, qn,
+};
+use crate::stag::MrHandle;
+
+/// Most region ranges one segment gathers.
+pub const MAX_PIECES: usize = 4;
+const SEG_HDR_CAP: usize = 96;
+
+/// A region range of a segment's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Piece {
+    /// Region.
+    pub mr: MrHandle,
+    /// Byte offset.
+    pub offset: u64,
+    /// Length.
+    pub len: u32,
+}
+
+/// One DDP segment to send: header bytes, then the payload gathered from `pieces()`.
+#[derive(Debug, Clone)]
+pub struct TxSegment {
+    hdr: [u8; SEG_HDR_CAP],
+    hdr_len: usize,
+    pieces: [Piece; MAX_PIECES],
+    npieces: usize,
+}
+
+impl TxSegment {
+    /// DDP + RDMAP header bytes.
+    pub fn header(&self) -> &[u8] {
+        &self.hdr[..self.hdr_len]
+    }
+    /// Payload ranges, in order.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces[..self.npieces]
+    }
+    /// ULPDU length (header + payload).
+    pub fn ulpdu_len(&self) -> usize {
+        self.hdr_len + self.pieces().iter().map(|p| p.len as usize).sum::<usize>()
+    }
+    /// This is a Terminate (the QP enters ERROR once it is out).
+    pub fn is_terminate(&self) -> bool {
+        self.hdr.get(1).map(|c| c & 0xf) == Some(Opcode::Terminate as u8)
+    }
+}
+
+/// Where a message's payload comes from.
+#[derive(Debug, Clone)]
+enum Src {
+    None,
+    Sges,
+    Region { mr: MrHandle, offset: u64 },
+}
+
+/// What happens once the last segment is out.
+#[derive(Debug, Clone)]
+enum After {
+    Nothing,
+    Complete,
+    ThenImmediate,
+    ToOrq(Outstanding),
+}
+
+/// A message being sent.
+#[derive(Debug, Clone)]
+pub(crate) struct TxMsg {
+    hdr: Header,
+    src: Src,
+    total: u64,
+    sent: u64,
+    /// Byte length for the completion (the Write's length for Write with Immediate).
+    report_len: u64,
+    /// Send-queue sequence number (0 for responses).
+    seq: u64,
+    pub(crate) wr: Option<WorkRequest>,
+    after: After,
+}
+
+impl TxMsg {
+    pub(crate) fn is_response(&self) -> bool {
+        self.wr.is_none()
+    }
+
+    pub(crate) fn read_response(r: &ReadRequest, mr: MrHandle, offset: u64) -> TxMsg {
+        TxMsg {
+            hdr: Header {
+                opcode: Opcode::ReadResponse,
+                ddp: rw::tagged(false, r.sink_stag, r.sink_to),
+                rdmap: RdmapPart::None,
+            },
+            src: Src::Region { mr, offset },
+            total: u64::from(r.size),
+            sent: 0,
+            report_len: 0,
+            seq: 0,
+            wr: None,
+            after: After::Nothing,
+        }
+    }
+
+    pub(crate) fn atomic_response(a: rw::AtomicResponse, msn: u32) -> TxMsg {
+        TxMsg {
+            hdr: Header {
+                opcode: Opcode::AtomicResponse,
+                ddp: rw::untagged(true, qn::ATOMIC_RESP, msn, 0, 0),
+                rdmap: RdmapPart::AtomicResponse(a),
+            },
+            src: Src::None,
+            total: 0,
+            sent: 0,
+            report_len: 0,
+            seq: 0,
+            wr: None,
+            after: After::Nothing,
+        }
+    }
+}
+
+impl Qp {
+    fn next_msn(&mut self, q: u32) -> u32 {
+        let m = &mut self.tx_msn[q as usize];
+        *m = m.wrapping_add(1);
+        *m
+    }
+
+    fn local_error_cqe(&mut self, seq: u64, wr: &WorkRequest) {
+        let cqe = Some(Completion {
+            wr_id: wr.wr_id,
+            opcode: sq_cq_opcode(wr.opcode),
+            status: WcStatus::LocalError,
+            byte_len: 0,
+            imm: None,
+            invalidated: None,
+            solicited: false,
+        });
+        self.sq_done(seq, cqe);
+    }
+
+    /// Turn the front SQ WR into a message, if ORD and fencing allow.
+    fn start_wr(&mut self, mem: &mut dyn Memory) -> Option<TxMsg> {
+        loop {
+            let wr = self.sq.front()?;
+            let needs_orq = matches!(
+                wr.opcode,
+                WrOpcode::Read | WrOpcode::FetchAdd { .. } | WrOpcode::CmpSwap { .. }
+            );
+            if wr.flags.fence && !self.orq.is_empty() {
+                return None;
+            }
+            if needs_orq && self.orq.len() >= self.cfg.ord as usize {
+                return None;
+            }
+            let wr = self.sq.pop_front()?;
+            let seq = self.sq_begin();
+            let se = wr.flags.solicited;
+            let total = wr.total_len();
+            let (hdr, src, after) = match wr.opcode {
+                WrOpcode::Send | WrOpcode::SendInvalidate => {
+                    let inv = wr.opcode == WrOpcode::SendInvalidate;
+                    let opcode = match (inv, se) {
+                        (false, false) => Opcode::Send,
+                        (false, true) => Opcode::SendSe,
+                        (true, false) => Opcode::SendInvalidate,
+                        (true, true) => Opcode::SendSeInvalidate,
+                    };
+                    let msn = self.next_msn(qn::SEND);
+                    let ulp = if inv { wr.invalidate.0 } else { 0 };
+                    let ddp = rw::untagged(false, qn::SEND, msn, 0, ulp);
+                    (
+                        Header {
+                            opcode,
+                            ddp,
+                            rdmap: RdmapPart::None,
+                        },
+                        Src::Sges,
+                        After::Complete,
+                    )
+                }
+                WrOpcode::Write | WrOpcode::WriteImm => {
+                    let ddp = rw::tagged(false, wr.remote_stag, wr.remote_to);
+                    let after = if wr.opcode == WrOpcode::WriteImm {
+                        After::ThenImmediate
+                    } else {
+                        After::Complete
+                    };
+                    (
+                        Header {
+                            opcode: Opcode::Write,
+                            ddp,
+                            rdmap: RdmapPart::None,
+                        },
+                        Src::Sges,
+                        after,
+                    )
+                }
+                WrOpcode::Read => {
+                    let s = wr.sges[0];
+                    let Some(info) = mem.by_handle(s.mr) else {
+                        self.local_error_cqe(seq, &wr);
+                        continue;
+                    };
+                    let sink_to = info.base_to.wrapping_add(s.offset);
+                    let rr = ReadRequest {
+                        sink_stag: info.stag,
+                        sink_to,
+                        size: s.len,
+                        src_stag: wr.remote_stag,
+                        src_to: wr.remote_to,
+                    };
+                    let msn = self.next_msn(qn::READ_REQ);
+                    let ddp = rw::untagged(true, qn::READ_REQ, msn, 0, 0);
+                    let o = Outstanding {
+                        wr: wr.clone(),
+                        sink: Some((info.stag, sink_to)),
+                        size: u64::from(s.len),
+                        received: 0,
+                        req_id: 0,
+                        seq,
+                    };
+                    let hdr = Header {
+                        opcode: Opcode::ReadRequest,
+                        ddp,
+                        rdmap: RdmapPart::ReadRequest(rr),
+                    };
+                    (hdr, Src::None, After::ToOrq(o))
+                }
+                WrOpcode::FetchAdd { .. } | WrOpcode::CmpSwap { .. } => {
+                    let (aop, add_swap, compare) = match wr.opcode {
+                        WrOpcode::FetchAdd { add } => (aopcode::FETCH_ADD, add, 0),
+                        WrOpcode::CmpSwap { compare, swap } => (aopcode::CMP_SWAP, swap, compare),
+                        _ => (aopcode::FETCH_ADD, 0, 0),
+                    };
+                    let req_id = self.next_atomic_id;
+                    self.next_atomic_id = self.next_atomic_id.wrapping_add(1);
+                    let a = AtomicRequest {
+                        aopcode: aop,
+                        req_id,
+                        stag: wr.remote_stag,
+                        to: wr.remote_to,
+                        add_swap,
+                        add_swap_mask: u64::MAX,
+                        compare,
+                        compare_mask: u64::MAX,
+                    };
+                    let msn = self.next_msn(qn::READ_REQ);
+                    let ddp = rw::untagged(true, qn::READ_REQ, msn, 0, 0);
+                    let o = Outstanding {
+                        wr: wr.clone(),
+                        sink: None,
+                        size: 8,
+                        received: 0,
+                        req_id,
+                        seq,
+                    };
+                    let hdr = Header {
+                        opcode: Opcode::AtomicRequest,
+                        ddp,
+                        rdmap: RdmapPart::AtomicRequest(a),
+                    };
+                    (hdr, Src::None, After::ToOrq(o))
+                }
+            };
+            let total = if matches!(src, Src::None) { 0 } else { total };
+            return Some(TxMsg {
+                hdr,
+                src,
+                total,
+                sent: 0,
+                report_len: total,
+                seq,
+                wr: Some(wr),
+                after,
+            });
+        }
+    }
+
+    fn terminate_segment(&mut self, t: TerminateHdr, max_ulpdu: usize) -> Option<TxSegment> {
+        let msn = self.next_msn(qn::TERMINATE);
+        let hdr = Header {
+            opcode: Opcode::Terminate,
+            ddp: rw::untagged(true, qn::TERMINATE, msn, 0, 0),
+            rdmap: RdmapPart::Terminate(t),
+        };
+        let mut seg = TxSegment {
+            hdr: [0; SEG_HDR_CAP],
+            hdr_len: 0,
+            pieces: [Piece::default(); MAX_PIECES],
+            npieces: 0,
+        };
+        if hdr.buffer_len() > max_ulpdu.min(SEG_HDR_CAP) {
+            return None;
+        }
+        seg.hdr_len = hdr.emit(&mut seg.hdr);
+        // RFC 5040 §5.5: after the Terminate the stream is dead.
+        self.enter_error();
+        Some(seg)
+    }
+
+    pub(crate) fn tx_next(&mut self, max_ulpdu: usize, mem: &mut dyn Memory) -> Option<TxSegment> {
+        if let Some(t) = self.term_tx.take() {
+            return self.terminate_segment(t, max_ulpdu);
+        }
+        if !matches!(self.state, QpState::Rts | QpState::Closing) {
+            return None;
+        }
+        if self.cur_tx.is_none() {
+            self.cur_tx = match self.irq.pop_front() {
+                Some(m) => Some(m),
+                None => self.start_wr(mem),
+            };
+        }
+        let m = self.cur_tx.as_mut()?;
+        let hdr_len = m.hdr.buffer_len();
+        debug_assert!(hdr_len <= MAX_HDR_LEN);
+        let room = max_ulpdu.checked_sub(hdr_len)? as u64;
+        let remaining = m.total - m.sent;
+        if room == 0 && remaining > 0 {
+            return None;
+        }
+        let mut seg = TxSegment {
+            hdr: [0; SEG_HDR_CAP],
+            hdr_len: 0,
+            pieces: [Piece::default(); MAX_PIECES],
+            npieces: 0,
+        };
+        let mut chunk = remaining.min(room);
+        match m.src {
+            Src::None => chunk = 0,
+            Src::Region { mr, offset } => {
+                seg.pieces[0] = Piece {
+                    mr,
+                    offset: offset + m.sent,
+                    len: chunk as u32,
+                };
+                seg.npieces = usize::from(chunk > 0);
+            }
+            Src::Sges => {
+                let sges: &[Sge] = m.wr.as_ref().map(|w| w.sges.as_slice()).unwrap_or(&[]);
+                let (mut skip, mut want, mut got) = (m.sent, chunk, 0u64);
+                for s in sges {
+                    if want == 0 || seg.npieces == MAX_PIECES {
+                        break;
+                    }
+                    let len = u64::from(s.len);
+                    if skip >= len {
+                        skip -= len;
+                        continue;
+                    }
+                    let n = (len - skip).min(want);
+                    seg.pieces[seg.npieces] = Piece {
+                        mr: s.mr,
+                        offset: s.offset + skip,
+                        len: n as u32,
+                    };
+                    seg.npieces += 1;
+                    skip = 0;
+                    want -= n;
+                    got += n;
+                }
+                chunk = got;
+            }
+        }
+        let last = m.sent + chunk == m.total;
+        m.hdr.ddp.last = last;
+        if let DdpBuf::Untagged { mo, .. } = &mut m.hdr.ddp.buf {
+            *mo = m.sent as u32;
+        }
+        let mut hdr = m.hdr;
+        if let DdpBuf::Tagged { to, .. } = &mut hdr.ddp.buf {
+            *to = to.wrapping_add(m.sent);
+        }
+        seg.hdr_len = hdr.emit(&mut seg.hdr);
+        m.sent += chunk;
+        if last {
+            let done = self.cur_tx.take();
+            if let Some(done) = done {
+                self.finish(done);
+            }
+        }
+        Some(seg)
+    }
+
+    fn finish(&mut self, m: TxMsg) {
+        let Some(wr) = m.wr else { return };
+        match m.after {
+            After::Nothing => {}
+            After::Complete => {
+                let cqe = wr.flags.signaled.then_some(Completion {
+                    wr_id: wr.wr_id,
+                    opcode: sq_cq_opcode(wr.opcode),
+                    status: WcStatus::Success,
+                    byte_len: m.report_len,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                });
+                self.sq_done(m.seq, cqe);
+            }
+            After::ThenImmediate => {
+                // RFC 7306 §5.3: Write with Immediate = the Write, then an Immediate Data
+                // message on QN 0 that consumes a receive at the peer.
+                let opcode = if wr.flags.solicited {
+                    Opcode::ImmediateDataSe
+                } else {
+                    Opcode::ImmediateData
+                };
+                let msn = self.next_msn(qn::SEND);
+                let hdr = Header {
+                    opcode,
+                    ddp: rw::untagged(true, qn::SEND, msn, 0, 0),
+                    rdmap: RdmapPart::Immediate(wr.imm),
+                };
+                self.cur_tx = Some(TxMsg {
+                    hdr,
+                    src: Src::None,
+                    total: 0,
+                    sent: 0,
+                    report_len: m.report_len,
+                    seq: m.seq,
+                    wr: Some(wr),
+                    after: After::Complete,
+                });
+            }
+            After::ToOrq(o) => self.orq.push_back(o),
+        }
+    }
+}
