@@ -423,6 +423,7 @@ fn bad_ipv4_input() {
     expect_drop(&f, DropReason::LinkBroadcastUnicastIp);
     for src in [
         [0u8, 0, 0, 0],
+        [0, 1, 2, 3],
         [255, 255, 255, 255],
         [224, 0, 0, 1],
         [127, 0, 0, 1],
@@ -499,9 +500,16 @@ fn bad_arp_input() {
     let mut f = base.clone();
     f[22] = 0x01; // multicast sender hardware address
     expect_drop(&f, DropReason::BadSrcMac);
-    let mut f = base.clone();
-    f[28..32].copy_from_slice(&[255, 255, 255, 255]);
-    expect_drop(&f, DropReason::BadSrcIp);
+    for spa in [
+        [255u8, 255, 255, 255],
+        [127, 0, 0, 1],
+        [224, 0, 0, 5],
+        [10, 0, 0, 255],
+    ] {
+        let mut f = base.clone();
+        f[28..32].copy_from_slice(&spa);
+        expect_drop(&f, DropReason::BadSrcIp);
+    }
     let mut f = base.clone();
     f[41] = 9; // asks for 10.0.0.9, sender unknown to us
     expect_drop(&f, DropReason::NotOurIp);

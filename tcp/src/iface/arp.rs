@@ -77,13 +77,14 @@ impl Iface {
         if spa == self.cfg.ip {
             // RFC 5227 section 2.4: a packet with our address as sender from another MAC is a
             // conflict. We report it and never learn it.
+            tracing::warn!(mac = ?sha, "ARP: another host uses our IPv4 address");
             self.push_event(IfaceEvent::AddressConflict { mac: sha });
             return RxAction::Dropped(DropReason::AddressConflict);
         }
         // Sender 0.0.0.0 is an RFC 5227 probe: nothing to learn, but answer it if it asks
         // for us (that is how the prober detects the conflict).
         let probe = spa == [0; 4];
-        if !probe && (spa == [255; 4] || spa[0] >= 224 || Some(spa) == self.subnet_broadcast()) {
+        if !probe && !self.valid_src_ip(spa) {
             return RxAction::Dropped(DropReason::BadSrcIp);
         }
         let for_us = tpa == self.cfg.ip;

@@ -105,13 +105,12 @@ pub(super) fn write_header(buf: &mut [u8], h: &HeaderFields, compute_checksum: b
 impl Iface {
     /// Is `src` acceptable as the source of a datagram for us? RFC 1122 3.2.1.3: "A host
     /// MUST silently discard an incoming datagram containing an IP source address that is
-    /// invalid" (0, limited or subnet broadcast, multicast, class E, loopback). Our own
-    /// address is refused too (a reflection or a spoof).
-    fn valid_src_ip(&self, src: [u8; 4]) -> bool {
-        !(src == [0; 4]
-            || src == [255; 4]
-            || src[0] >= 224
+    /// invalid" ({0, x} "this network", limited or subnet broadcast, multicast, class E,
+    /// loopback). Our own address is refused too (a reflection or a spoof).
+    pub(super) fn valid_src_ip(&self, src: [u8; 4]) -> bool {
+        !(src[0] == 0
             || src[0] == 127
+            || src[0] >= 224
             || src == self.cfg.ip
             || Some(src) == self.subnet_broadcast())
     }

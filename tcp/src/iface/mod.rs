@@ -253,7 +253,10 @@ impl Iface {
         self.stats.rx_frames += 1;
         let action = self.rx_frame(now, frame, tx);
         match &action {
-            RxAction::Dropped(r) => self.stats.count_drop(*r),
+            RxAction::Dropped(r) => {
+                tracing::trace!(reason = %r, len = frame.len(), "iface: frame dropped");
+                self.stats.count_drop(*r);
+            }
             RxAction::Reply(_) => self.stats.tx_frames += 1,
             RxAction::Tcp { .. } => self.stats.rx_tcp += 1,
             RxAction::Consumed => {}
@@ -316,6 +319,7 @@ impl Iface {
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(ip) = self.neighbors.expire(now) {
             self.stats.neighbor_failed += 1;
+            tracing::debug!(?ip, "neighbour resolution failed");
             self.push_event(IfaceEvent::NeighborFailed(ip));
             let ping_hop = self.ping.as_ref().and_then(|p| self.next_hop(p.dst()));
             if ping_hop == Some(ip) {
