@@ -91,18 +91,12 @@ fn place_sges(mem: &mut dyn Memory, sges: &[Sge], mut off: u64, mut data: &[u8])
     }
 }
 
-/// Which offending headers a Terminate carries (RFC 5040 §4.8; siw `siw_send_terminate`).
-fn term_for(code: TermCode, hdr: &[u8], ulpdu_len: usize) -> TerminateHdr {
-    let version_or_opcode = match code.layer {
-        Layer::Ddp => {
-            code == DdpError::TaggedInvalidVersion.into()
-                || code == DdpError::UntaggedInvalidVersion.into()
-        }
-        Layer::Rdmap => matches!(code.ecode, 0x05 | 0x06),
-        Layer::Llp => true,
-    };
-    let include_ddp = code.etype != 0 && !version_or_opcode;
-    if !include_ddp {
+/// Which offending headers a Terminate carries (RFC 5040 §4.8; siw `siw_send_terminate`):
+/// none for local catastrophic and LLP errors or when the header could not be parsed (bad
+/// version or opcode: its layout is unknown); the DDP header otherwise; plus the RDMA header
+/// for a remote protection error on a Read Request.
+fn term_for(code: TermCode, hdr: &[u8], ulpdu_len: usize, parsed: bool) -> TerminateHdr {
+    if !parsed || code.etype == 0 || code.layer == Layer::Llp {
         return TerminateHdr::new(code, None, None);
     }
     let seg_len = u16::try_from(ulpdu_len).unwrap_or(u16::MAX);
@@ -166,7 +160,12 @@ impl Qp {
 
     fn rx_fail(&mut self, code: TermCode) {
         let have = self.rx.have.min(HDR_CAP);
-        let term = term_for(code, &self.rx.hdr[..have], self.rx.ulpdu_len);
+        let term = term_for(
+            code,
+            &self.rx.hdr[..have],
+            self.rx.ulpdu_len,
+            self.rx.header.is_some(),
+        );
         self.fail(code, term);
     }
 
