@@ -250,3 +250,41 @@ fn cache_capacity_is_bounded() {
     );
     assert_eq!(a.neighbor([10, 0, 1, 0]), None);
 }
+
+/// Multi-queue: two instances share our addresses; ARP lands on the first one, the second
+/// learns the answer to its own request through `observe_arp`.
+#[test]
+fn observe_arp_lets_a_sibling_instance_learn() {
+    let mut a0 = iface_a();
+    let mut a1 = iface_a();
+    assert_eq!(a1.resolve(ms(0), IP_B), Resolve::Pending);
+    assert_eq!(drain(&mut a1, ms(0)).len(), 1);
+    let reply = arp_frame(MAC_A, 2, MAC_B, IP_B, MAC_A, IP_A);
+    let mut tx = [0u8; 64];
+    // Queue 0's instance never asked: it does not learn (anti-poisoning) ...
+    assert_eq!(a0.handle_frame(ms(1), &reply, &mut tx), RxAction::Consumed);
+    assert_eq!(a0.neighbor(IP_B), None);
+    // ... the dataplane shows the frame to the sibling, which did ask.
+    assert!(a1.observe_arp(ms(1), &reply));
+    assert_eq!(a1.resolve(ms(2), IP_B), Resolve::Known(MAC_B));
+    assert_eq!(a1.poll_timeout(), None);
+    // A request for us is learned by the sibling but not answered, nor counted as received.
+    let req = arp_frame([0xff; 6], 1, MAC_C, [10, 0, 0, 3], [0; 6], IP_A);
+    assert!(a1.observe_arp(ms(3), &req));
+    assert_eq!(
+        a1.neighbor([10, 0, 0, 3]),
+        Some(NeighborState::Reachable(MAC_C))
+    );
+    assert_eq!(a1.stats().arp_request_rx, 0);
+    assert_eq!(a1.stats().tx_frames, 1);
+    // Conflicts, unsolicited replies and non-ARP frames change nothing and raise no event.
+    let conflict = arp_frame([0xff; 6], 1, MAC_C, IP_A, [0; 6], IP_B);
+    assert!(!a1.observe_arp(ms(4), &conflict));
+    let unsolicited = arp_frame(MAC_A, 2, MAC_C, [10, 0, 0, 9], MAC_A, IP_A);
+    assert!(!a1.observe_arp(ms(4), &unsolicited));
+    let mut not_arp = reply.clone();
+    not_arp[12..14].copy_from_slice(&[0x08, 0x00]);
+    assert!(!a1.observe_arp(ms(4), &not_arp));
+    assert!(!a1.observe_arp(ms(4), &reply[..30]));
+    assert!(events(&mut a1).is_empty());
+}

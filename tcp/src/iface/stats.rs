@@ -78,6 +78,30 @@ impl DropReason {
         self as usize
     }
 
+    /// `drop_` + [`DropReason::name`], the key used by [`IfaceStats::fields`].
+    pub fn drop_field_name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "drop_truncated",
+            DropReason::NotOurMac => "drop_not_our_mac",
+            DropReason::BadSrcMac => "drop_bad_src_mac",
+            DropReason::UnsupportedEthertype => "drop_unsupported_ethertype",
+            DropReason::BadArp => "drop_bad_arp",
+            DropReason::NotOurIp => "drop_not_our_ip",
+            DropReason::AddressConflict => "drop_address_conflict",
+            DropReason::BadIpVersion => "drop_bad_ip_version",
+            DropReason::BadIpHeaderLen => "drop_bad_ip_header_len",
+            DropReason::BadIpChecksum => "drop_bad_ip_checksum",
+            DropReason::IpFragment => "drop_ip_fragment",
+            DropReason::BadSrcIp => "drop_bad_src_ip",
+            DropReason::LinkBroadcastUnicastIp => "drop_link_broadcast_unicast_ip",
+            DropReason::UnsupportedIpProto => "drop_unsupported_ip_proto",
+            DropReason::BadIcmpChecksum => "drop_bad_icmp_checksum",
+            DropReason::UnsupportedIcmp => "drop_unsupported_icmp",
+            DropReason::UnmatchedEchoReply => "drop_unmatched_echo_reply",
+            DropReason::TxBufferTooSmall => "drop_tx_buffer_too_small",
+        }
+    }
+
     /// A short stable name, for stats output.
     pub fn name(self) -> &'static str {
         match self {
@@ -163,6 +187,34 @@ impl IfaceStats {
         self.dropped.iter().sum()
     }
 
+    /// Every counter with a stable name (drops as `drop_<reason>`), for stats output.
+    pub fn fields(&self) -> Vec<(&'static str, u64)> {
+        let mut v = vec![
+            ("rx_frames", self.rx_frames),
+            ("rx_arp", self.rx_arp),
+            ("rx_ipv4", self.rx_ipv4),
+            ("rx_tcp", self.rx_tcp),
+            ("rx_icmp", self.rx_icmp),
+            ("arp_request_rx", self.arp_request_rx),
+            ("arp_reply_rx", self.arp_reply_rx),
+            ("arp_request_tx", self.arp_request_tx),
+            ("arp_reply_tx", self.arp_reply_tx),
+            ("neighbor_learned", self.neighbor_learned),
+            ("neighbor_failed", self.neighbor_failed),
+            ("neighbor_evicted", self.neighbor_evicted),
+            ("icmp_echo_request_rx", self.icmp_echo_request_rx),
+            ("icmp_echo_reply_tx", self.icmp_echo_reply_tx),
+            ("icmp_echo_request_tx", self.icmp_echo_request_tx),
+            ("icmp_echo_reply_rx", self.icmp_echo_reply_rx),
+            ("tx_frames", self.tx_frames),
+            ("events_lost", self.events_lost),
+        ];
+        for r in DropReason::ALL {
+            v.push((r.drop_field_name(), self.dropped(r)));
+        }
+        v
+    }
+
     pub(super) fn count_drop(&mut self, reason: DropReason) {
         if let Some(c) = self.dropped.get_mut(reason.index()) {
             *c += 1;
@@ -183,5 +235,25 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), DropReason::COUNT);
+        for r in DropReason::ALL {
+            assert_eq!(r.drop_field_name(), format!("drop_{}", r.name()));
+        }
+    }
+
+    #[test]
+    fn fields_cover_every_counter_once() {
+        let mut s = IfaceStats::default();
+        s.count_drop(DropReason::IpFragment);
+        s.count_drop(DropReason::IpFragment);
+        s.events_lost = 3;
+        let f = s.fields();
+        let mut keys: Vec<_> = f.iter().map(|(k, _)| *k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), f.len(), "duplicate keys");
+        assert_eq!(f.len(), 18 + DropReason::COUNT);
+        assert!(f.contains(&("drop_ip_fragment", 2)));
+        assert!(f.contains(&("events_lost", 3)));
+        assert_eq!(f.iter().map(|(_, v)| v).sum::<u64>(), 5);
     }
 }
