@@ -19,7 +19,7 @@
 pub mod deframer;
 mod error;
 pub mod framer;
-// pub mod startup; (in progress)
+pub mod startup;
 pub mod wire;
 
 pub use deframer::{Deframed, Deframer, DeframerConfig};
