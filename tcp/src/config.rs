@@ -1,0 +1,104 @@
+//! Per-connection TCP configuration.
+
+use netcore::Duration;
+
+/// Congestion controller, chosen per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CongestionControl {
+    /// NewReno (RFC 5681 + RFC 6582), with SACK-based recovery (RFC 6675) when SACK is negotiated.
+    NewReno,
+    /// CUBIC (RFC 9438).
+    Cubic,
+}
+
+/// How TCP checksums are handled (the dataplane sets this from the NIC's offload capabilities).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksumMode {
+    /// Verify received checksums and compute transmitted ones in software.
+    Software,
+    /// The NIC verified received checksums and will fill transmitted ones: do neither here.
+    Offloaded,
+}
+
+/// Keepalive parameters (RFC 9293 §3.8.4; RFC 1122 §4.2.3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes after which the connection is closed with a timeout.
+    pub count: u32,
+}
+
+/// TCP configuration. Defaults suit 10/40GbE: large windows, window scaling, SACK, timestamps.
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    /// MSS we announce (RFC 9293 §3.7.1): MTU minus 40 for IPv4 without options.
+    pub mss: u16,
+    /// Receive window in bytes (what we can hold of in-order, unread payload).
+    pub recv_window: u32,
+    /// Send buffer limit in bytes (how much un-acknowledged data `send` accepts).
+    pub send_window: u32,
+    /// Window scale shift we offer (RFC 7323 §2); `None` disables the option. Clamped to 14.
+    pub window_scale: Option<u8>,
+    /// Offer/accept SACK (RFC 2018).
+    pub sack: bool,
+    /// Offer/accept timestamps (RFC 7323 §3).
+    pub timestamps: bool,
+    /// Congestion controller.
+    pub cc: CongestionControl,
+    /// Delayed ACK timeout (RFC 9293 §3.8.6.3, at most 500 ms); `None` acknowledges every segment at once.
+    pub delayed_ack: Option<Duration>,
+    /// Nagle's algorithm (RFC 9293 §3.7.4). Off by default: iWARP sends whole FPDUs.
+    pub nagle: bool,
+    /// Keepalive; `None` disables it.
+    pub keepalive: Option<Keepalive>,
+    /// How long TIME-WAIT lasts (2*MSL in RFC 9293 §3.3.2).
+    pub time_wait: Duration,
+    /// Initial RTO (RFC 6298 §2.1: 1 s).
+    pub rto_initial: Duration,
+    /// Lower bound on the RTO (RFC 6298 §2.4 says 1 s; data centres use far less).
+    pub rto_min: Duration,
+    /// Upper bound on the RTO (RFC 6298 §2.5: at least 60 s).
+    pub rto_max: Duration,
+    /// Consecutive retransmission timeouts after which the connection is dropped (RFC 9293 §3.8.3 R2).
+    pub max_retries: u32,
+    /// Bound on the bytes held out of order; segments beyond it are dropped (and counted).
+    pub max_ooo_bytes: usize,
+    /// Bound on the number of segments held out of order.
+    pub max_ooo_segments: usize,
+    /// Challenge ACKs allowed per second (RFC 5961 §7).
+    pub challenge_ack_limit: u32,
+    /// Checksum handling.
+    pub checksum: ChecksumMode,
+    /// Initial congestion window in segments (RFC 6928 allows 10).
+    pub initial_cwnd_segments: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            recv_window: 4 << 20,
+            send_window: 4 << 20,
+            window_scale: Some(7),
+            sack: true,
+            timestamps: true,
+            cc: CongestionControl::Cubic,
+            delayed_ack: Some(Duration::from_millis(1)),
+            nagle: false,
+            keepalive: None,
+            time_wait: Duration::from_secs(60),
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_millis(5),
+            rto_max: Duration::from_secs(60),
+            max_retries: 15,
+            max_ooo_bytes: 4 << 20,
+            max_ooo_segments: 4096,
+            challenge_ack_limit: 1000,
+            checksum: ChecksumMode::Software,
+            initial_cwnd_segments: 10,
+        }
+    }
+}

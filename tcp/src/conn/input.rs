@@ -1,0 +1,471 @@
+//! Segment arrival (RFC 9293 §3.10.7), with RFC 5961, RFC 7323 and RFC 2018/6675 additions.
+
+use netcore::{Duration, Instant, Seq32};
+
+use super::{CloseReason, Connection, Event, SegBuf, Segment, State};
+use crate::reasm::Insert;
+use crate::wire::{OutHeader, SegmentHeader};
+
+/// The RST answering `h` when there is no (matching) connection (RFC 9293 §3.10.7.1):
+/// `<SEQ=SEG.ACK><CTL=RST>` if ACK is set, else `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
+/// `None` for an incoming RST (never answer a reset).
+pub(crate) fn rst_for(h: &SegmentHeader) -> Option<OutHeader> {
+    if h.rst {
+        return None;
+    }
+    let mut o = OutHeader {
+        src_port: h.dst_port,
+        dst_port: h.src_port,
+        rst: true,
+        ..Default::default()
+    };
+    match h.ack {
+        Some(a) => o.seq = a,
+        None => {
+            o.seq = Seq32(0);
+            o.ack = Some(h.seq + h.seq_len());
+        }
+    }
+    Some(o)
+}
+
+impl<B: SegBuf> Connection<B> {
+    /// Process one received segment addressed to this connection.
+    pub fn handle_segment(&mut self, now: Instant, seg: Segment<B>) {
+        let Segment { header: h, buf } = seg;
+        self.stats.segs_in += 1;
+        self.last_rx = now;
+        self.keepalive_probes = 0;
+        match self.state {
+            State::Closed => {
+                // RFC 9293 §3.10.7.1: CLOSED answers with a reset.
+                if let Some(r) = rst_for(&h) {
+                    self.ctl.push_back(r);
+                }
+            }
+            State::SynSent => self.rx_syn_sent(now, h),
+            _ => self.rx_synchronized(now, h, buf),
+        }
+        self.arm_timers(now);
+    }
+
+    /// Absolute send offset of a wire ACK value, relative to SND.UNA.
+    fn ack_rel(&self, ack: Seq32) -> i64 {
+        i64::from(ack.diff(self.wire_snd(self.snd_una)))
+    }
+
+    /// RFC 9293 §3.10.7.3 SYN-SENT.
+    fn rx_syn_sent(&mut self, now: Instant, h: SegmentHeader) {
+        let mut ack_ok = false;
+        if let Some(ack) = h.ack {
+            // Acceptable iff ISS < SEG.ACK <= SND.NXT.
+            let rel = i64::from(ack.diff(self.iss));
+            if rel <= 0 || rel > self.snd_max as i64 {
+                if !h.rst {
+                    self.ctl.push_back(OutHeader {
+                        seq: ack,
+                        rst: true,
+                        ..Default::default()
+                    });
+                    self.stats.resets_sent += 1;
+                }
+                return;
+            }
+            ack_ok = true;
+        }
+        if h.rst {
+            // RFC 9293 §3.10.7.3 second check; RFC 5961 §3.2 allows this only with an
+            // acceptable ACK.
+            if ack_ok {
+                self.stats.resets_received += 1;
+                self.finish(CloseReason::Reset);
+            }
+            return;
+        }
+        if !h.syn {
+            return;
+        }
+        self.irs = h.seq;
+        self.rcv_nxt = 1;
+        self.take_syn_options(&h);
+        if let Some((tsval, _)) = h.timestamp {
+            self.ts_recent = tsval;
+        }
+        // RFC 7323 §2.2: the window in a SYN is never scaled.
+        self.snd_wnd = u64::from(h.window);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = h.seq;
+        if ack_ok {
+            self.snd_wl2 = h.ack.unwrap_or(self.iss);
+            self.on_new_ack(now, 1);
+            self.state = State::Established;
+            self.events.push_back(Event::Connected);
+            self.ack_now = true;
+        } else {
+            // Simultaneous open: SYN-RECEIVED, resend our SYN as SYN-ACK (RFC 9293 §3.5 fig. 8).
+            self.state = State::SynReceived;
+            self.snd_nxt = 0;
+            self.syn_needed = true;
+            self.rtx_at = None;
+        }
+    }
+
+    /// RFC 5961 §7: rate-limited challenge ACK.
+    fn challenge_ack(&mut self, now: Instant) {
+        let (start, n) = self.challenge_window;
+        if now.saturating_duration_since(start) >= Duration::from_secs(1) {
+            self.challenge_window = (now, 0);
+        }
+        if self.challenge_window.1 < self.cfg.challenge_ack_limit {
+            self.challenge_window.1 += 1;
+            self.stats.challenge_acks += 1;
+            self.ack_now = true;
+        }
+        let _ = n;
+    }
+
+    /// Window used to judge acceptability: what we advertised, or more if we have room.
+    fn rcv_wnd_accept(&self) -> u64 {
+        self.rcv_adv
+            .saturating_sub(self.rcv_nxt)
+            .max(self.rcv_window_avail())
+    }
+
+    /// RFC 9293 §3.10.7.4: SYN-RECEIVED and the synchronized states.
+    fn rx_synchronized(&mut self, now: Instant, mut h: SegmentHeader, buf: B) {
+        // RFC 7323 §5.3 R1: PAWS.
+        if self.ts_ok
+            && !h.rst
+            && let Some((tsval, _)) = h.timestamp
+            && (tsval.wrapping_sub(self.ts_recent) as i32) < 0
+        {
+            self.stats.paws_drops += 1;
+            self.ack_now = true;
+            return;
+        }
+        // First: sequence number acceptability (RFC 9293 §3.10.7.4 table).
+        let off = i64::from(h.seq.diff(self.wire_rcv(self.rcv_nxt)));
+        let len = h.seq_len() as i64;
+        let wnd = self.rcv_wnd_accept() as i64;
+        let acceptable = match (len, wnd) {
+            (0, 0) => off == 0,
+            (0, _) => 0 <= off && off < wnd,
+            (_, 0) => false,
+            _ => (0 <= off && off < wnd) || (0 < off + len && off + len - 1 < wnd),
+        };
+        if !acceptable {
+            if !h.rst {
+                self.ack_now = true;
+                if self.state == State::TimeWait && h.fin {
+                    // RFC 9293 §3.10.7.4 eighth: a retransmitted FIN restarts the 2 MSL wait.
+                    self.timewait_at = Some(now + self.cfg.time_wait);
+                }
+            }
+            return;
+        }
+        // Second: RST (RFC 5961 §3.2).
+        if h.rst {
+            if off == 0 {
+                self.stats.resets_received += 1;
+                self.finish(CloseReason::Reset);
+            } else {
+                self.challenge_ack(now);
+            }
+            return;
+        }
+        // Fourth: SYN (RFC 5961 §4.2; RFC 9293 §3.10.7.4).
+        if h.syn {
+            if self.state == State::SynReceived && h.seq == self.irs && h.ack.is_none() {
+                // Retransmitted SYN: our SYN-ACK was lost.
+                self.snd_nxt = 0;
+                self.syn_needed = true;
+                return;
+            }
+            self.challenge_ack(now);
+            return;
+        }
+        // Fifth: ACK.
+        let Some(ack) = h.ack else { return };
+        let rel = self.ack_rel(ack);
+        if self.state == State::SynReceived {
+            if rel > 0 && self.snd_una as i64 + rel <= self.snd_max as i64 {
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+                // RFC 9293 §3.10.7.4: SND.WND <- SEG.WND, SND.WL1 <- SEG.SEQ, SND.WL2 <- SEG.ACK.
+                self.snd_wnd = u64::from(h.window) << self.snd_wscale;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = h.seq;
+                self.snd_wl2 = ack;
+            } else {
+                self.ctl.push_back(OutHeader {
+                    seq: ack,
+                    rst: true,
+                    ..Default::default()
+                });
+                self.stats.resets_sent += 1;
+                return;
+            }
+        }
+        let ack_abs = self.snd_una as i64 + rel;
+        if ack_abs > self.snd_max as i64 {
+            // RFC 9293 §3.10.7.4 / RFC 5961 §5.2: ACK of unsent data: send an ACK, drop.
+            self.challenge_ack(now);
+            return;
+        }
+        if rel < -(self.max_snd_wnd as i64) || ack_abs < 0 {
+            // RFC 5961 §5.2: too old to be a plausible ACK.
+            self.challenge_ack(now);
+            return;
+        }
+        // RFC 7323 §4.3: update TS.Recent from an acceptable segment covering Last.ACK.sent.
+        if let Some((tsval, _)) = h.timestamp
+            && self.ts_ok
+            && off <= (self.last_ack_sent as i64 - self.rcv_nxt as i64)
+        {
+            self.ts_recent = tsval;
+        }
+        self.process_ack(now, ack_abs as u64, &h);
+        if self.state == State::Closed {
+            return;
+        }
+        // Sixth (URG) is ignored. Seventh: segment text.
+        let plen = h.payload_len();
+        let seg_start = self.rcv_nxt as i64 + off;
+        if plen > 0 {
+            if matches!(
+                self.state,
+                State::Established | State::FinWait1 | State::FinWait2
+            ) {
+                let start = seg_start;
+                let end_limit = self.rcv_nxt as i64 + wnd;
+                let mut range = h.payload.clone();
+                if start + plen as i64 > end_limit {
+                    // Trim to the window; a FIN past the window is not accepted.
+                    let excess = (start + plen as i64 - end_limit) as usize;
+                    range.end -= excess.min(range.len());
+                    h.fin = false;
+                }
+                self.process_text(now, start, buf, range);
+            } else {
+                h.fin = false;
+            }
+        }
+        // Eighth: FIN.
+        if h.fin {
+            let fin_at = seg_start + plen as i64;
+            if fin_at >= self.rcv_nxt as i64 && self.rcv_fin.is_none() {
+                self.rcv_fin = Some(fin_at as u64);
+            }
+        }
+        self.check_fin(now);
+    }
+
+    fn process_text(&mut self, now: Instant, start: i64, buf: B, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            self.ack_now = true;
+            return;
+        }
+        let (start, range) = if start < 0 {
+            let skip = (-start) as usize;
+            if skip >= range.len() {
+                self.ack_now = true;
+                return;
+            }
+            (0u64, (range.start + skip)..range.end)
+        } else {
+            (start as u64, range)
+        };
+        let before = self.rcv_nxt;
+        match self.rx.insert(&mut self.rcv_nxt, start, buf, range) {
+            Insert::InOrder { filled } => {
+                self.stats.bytes_in += self.rcv_nxt - before;
+                // RFC 5681 §4.2: ACK at once when filling a gap or while a gap remains.
+                if filled || self.rx.has_ooo() || self.cfg.delayed_ack.is_none() {
+                    self.ack_now = true;
+                } else {
+                    // RFC 9293 §3.8.6.3: ACK at least every second full-sized segment.
+                    self.unacked_segs += 1;
+                    if self.unacked_segs >= 2 {
+                        self.ack_now = true;
+                    } else if self.delack_at.is_none() {
+                        self.delack_at = self.cfg.delayed_ack.map(|d| now + d);
+                    }
+                }
+            }
+            Insert::Held => {
+                self.stats.ooo_held += 1;
+                self.ack_now = true;
+            }
+            Insert::Duplicate => self.ack_now = true,
+            Insert::Dropped => {
+                self.stats.ooo_dropped += 1;
+                self.ack_now = true;
+            }
+        }
+    }
+
+    /// Consume the peer's FIN once everything before it arrived (RFC 9293 §3.10.7.4 eighth).
+    fn check_fin(&mut self, now: Instant) {
+        let Some(fin_at) = self.rcv_fin else { return };
+        if self.fin_delivered || self.rcv_nxt != fin_at {
+            return;
+        }
+        self.rcv_nxt += 1;
+        self.fin_delivered = true;
+        self.ack_now = true;
+        self.events.push_back(Event::PeerClosed);
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.our_fin_acked() {
+                    self.enter_time_wait(now);
+                } else {
+                    self.state = State::Closing;
+                }
+            }
+            State::FinWait2 => self.enter_time_wait(now),
+            State::TimeWait => self.timewait_at = Some(now + self.cfg.time_wait),
+            _ => {}
+        }
+    }
+
+    pub(super) fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.rtx_at = None;
+        self.persist_at = None;
+        self.keepalive_at = None;
+        self.timewait_at = Some(now + self.cfg.time_wait);
+    }
+
+    pub(super) fn our_fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una > self.app_end
+    }
+
+    /// New data acknowledged up to `ack_abs` (common to handshake and data transfer).
+    fn on_new_ack(&mut self, now: Instant, ack_abs: u64) {
+        // RFC 6298 §3 + Karn: sample only segments never retransmitted.
+        if let Some((end, t)) = self.rtt_probe
+            && ack_abs >= end
+        {
+            self.rtt.sample(now - t);
+            self.rtt_probe = None;
+        }
+        self.rtt.backoff = 0;
+        self.retries = 0;
+        let old_data = self.snd_una.saturating_sub(1).min(self.app_end - 1);
+        self.snd_una = ack_abs;
+        if self.snd_nxt < self.snd_una {
+            self.snd_nxt = self.snd_una;
+        }
+        if self.rtx_next < self.snd_una {
+            self.rtx_next = self.snd_una;
+        }
+        self.sb.advance(self.snd_una);
+        while self.records.front().is_some_and(|&b| b <= self.snd_una) {
+            self.records.pop_front();
+        }
+        if self.acked_offset() > old_data {
+            self.acked_event = true;
+        }
+        // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
+        self.rtx_at = if self.snd_una >= self.snd_max {
+            None
+        } else {
+            Some(now + self.rtt.rto())
+        };
+    }
+
+    /// RFC 9293 §3.10.7.4 fifth, plus SACK (RFC 2018/6675) and NewReno (RFC 6582).
+    fn process_ack(&mut self, now: Instant, ack_abs: u64, h: &SegmentHeader) {
+        let ack = h.ack.unwrap_or_default();
+        // Window update (SND.WL1/SND.WL2 rule).
+        let mut wnd_changed = false;
+        if ack_abs >= self.snd_una
+            && (self.snd_wl1 < h.seq || (self.snd_wl1 == h.seq && self.snd_wl2 <= ack))
+        {
+            let w = u64::from(h.window) << self.snd_wscale;
+            wnd_changed = w != self.snd_wnd;
+            self.snd_wnd = w;
+            self.max_snd_wnd = self.max_snd_wnd.max(w);
+            self.snd_wl1 = h.seq;
+            self.snd_wl2 = ack;
+            if w > 0 {
+                self.persist_at = None;
+            }
+        }
+        let mut sack_new = false;
+        if self.sack_ok {
+            let base = self.wire_snd(self.snd_una);
+            for (l, r) in h.sack.iter().flatten() {
+                let (lr, rr) = (i64::from(l.diff(base)), i64::from(r.diff(base)));
+                if lr < rr && rr > 0 && self.snd_una as i64 + rr <= self.snd_max as i64 {
+                    let la = (self.snd_una as i64 + lr.max(0)) as u64;
+                    let ra = (self.snd_una as i64 + rr) as u64;
+                    sack_new |= self.sb.add(la, ra, ack_abs.max(self.snd_una), self.snd_max);
+                }
+            }
+        }
+        let flight = self.snd_max - self.snd_una;
+        let mss = u64::from(self.emss());
+        if ack_abs > self.snd_una {
+            let acked = ack_abs - self.snd_una;
+            self.on_new_ack(now, ack_abs);
+            self.dupacks = 0;
+            if self.in_recovery {
+                if self.snd_una >= self.recover {
+                    // RFC 6582 §3.2 step 3: full acknowledgment ends recovery.
+                    self.in_recovery = false;
+                    self.newreno_rtx = false;
+                    self.cc.on_recovery_exit(self.snd_max - self.snd_una);
+                } else {
+                    // RFC 6582 §3.2 step 4: partial ACK, resend the next unacked segment.
+                    self.newreno_rtx = true;
+                    self.rtx_next = self.rtx_next.max(self.snd_una);
+                    if !self.sack_ok {
+                        self.rtx_next = self.snd_una;
+                        self.cc.cwnd = self.cc.cwnd.saturating_sub(acked).max(mss) + mss;
+                    }
+                }
+            } else {
+                self.cc.on_ack(now, acked, self.rtt.srtt());
+            }
+        } else if ack_abs == self.snd_una
+            && flight > 0
+            && h.payload_len() == 0
+            && !h.fin
+            && (!wnd_changed || sack_new)
+        {
+            // RFC 5681 §2 duplicate ACK (RFC 6675 §5: with SACK, new SACK info counts).
+            self.dupacks += 1;
+            let sack_lost = self.sack_ok && self.sb.sacked_bytes() >= 3 * mss;
+            if !self.in_recovery && (self.dupacks >= 3 || sack_lost) && self.snd_una >= self.recover
+            {
+                // RFC 6582 §3.2 step 2 / RFC 6675 §5 step 4: enter loss recovery.
+                self.in_recovery = true;
+                self.recover = self.snd_max;
+                self.cc.on_loss(self.pipe().max(2 * mss).min(flight));
+                self.stats.fast_retransmits += 1;
+                self.rtx_next = self.snd_una;
+                self.newreno_rtx = true;
+                self.rtt_probe = None;
+                if !self.sack_ok {
+                    self.cc.cwnd = self.cc.ssthresh + 3 * mss;
+                }
+            } else if self.in_recovery && !self.sack_ok {
+                // RFC 6582 §3.2 step 3: inflate by one segment per further duplicate.
+                self.cc.cwnd += mss;
+            }
+        }
+        // FIN acknowledged?
+        if self.our_fin_acked() {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => self.finish(CloseReason::Normal),
+                _ => {}
+            }
+        }
+    }
+}

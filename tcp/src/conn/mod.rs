@@ -1,0 +1,642 @@
+//! One TCP connection as a sans-IO state machine.
+//!
+//! Heads up! Before editing this module read at least RFC 9293 §3.10 (event processing),
+//! RFC 5961 (blind in-window attacks), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 and
+//! RFC 6675 (SACK), RFC 6298 (RTO), RFC 5681 and RFC 6582 (congestion control, NewReno).
+//!
+//! # API shape (quinn-proto style)
+//! * inputs: [`Connection::handle_segment`], [`Connection::handle_timeout`];
+//! * mutators: [`Connection::send`], [`Connection::send_record`], [`Connection::close`],
+//!   [`Connection::abort`];
+//! * outputs, polled in this order after every input: [`Connection::poll_transmit`] (until
+//!   `None`), [`Connection::poll_timeout`], [`Connection::poll_event`],
+//!   [`Connection::poll_readable`].
+//!
+//! # Zero copy
+//! Received in-order payload is handed out as `(B, Range<usize>)`: the caller's own segment
+//! buffer (an mbuf in the dataplane, `Vec<u8>` in tests) and the payload's byte range in it.
+//! On the send side the connection only tracks stream offsets; whenever it (re)transmits it
+//! asks the owner's [`SendSource`] for the bytes, so a retransmission re-reads the application
+//! memory and no private copy exists.
+//!
+//! # Records (one FPDU per segment)
+//! [`Connection::send_record`] marks a record boundary after the bytes it queues; a segment
+//! never straddles a boundary. A record longer than [`Connection::emss`] is cut into EMSS-sized
+//! segments. MPA should size FPDUs to `emss()` so each FPDU travels in exactly one segment.
+//!
+//! # Sequence space
+//! Internally sequence numbers are 64-bit offsets from the ISS (send side: SYN = 0, stream byte
+//! `k` = `1 + k`, FIN = `1 + stream length`) and from the IRS (receive side), converted to and
+//! from the 32-bit wire values at the edges. This removes wrap-around reasoning from the core.
+
+pub(crate) mod input;
+mod output;
+mod timer;
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use netcore::{Duration, Instant, Seq32};
+use smoltcp::wire::Ipv4Address;
+
+use crate::cc::Congestion;
+use crate::config::TcpConfig;
+use crate::reasm::RecvQueue;
+use crate::rtt::RttEstimator;
+use crate::sack::Scoreboard;
+use crate::stats::TcpStats;
+use crate::wire::{OutHeader, SegError, SegmentHeader, parse_segment};
+
+/// The receive buffer type: the caller's segment buffer (mbuf, `Vec<u8>`...).
+pub trait SegBuf: AsRef<[u8]> {}
+impl<T: AsRef<[u8]>> SegBuf for T {}
+
+/// Where the bytes of the send stream live. The connection calls `read` each time it emits
+/// payload (first transmission and every retransmission).
+pub trait SendSource {
+    /// Fill `dst` with the stream bytes starting at `stream_offset` (0 = first byte sent).
+    /// The connection only asks for bytes queued with `send`/`send_record` and not yet acked.
+    fn read(&mut self, stream_offset: u64, dst: &mut [u8]);
+}
+
+impl<F: FnMut(u64, &mut [u8])> SendSource for F {
+    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+        self(stream_offset, dst)
+    }
+}
+
+/// A source with no bytes, for connections that never send payload.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoData;
+
+impl SendSource for NoData {
+    fn read(&mut self, _: u64, dst: &mut [u8]) {
+        dst.fill(0);
+    }
+}
+
+/// A received segment: parsed header plus the buffer that holds it.
+#[derive(Debug)]
+pub struct Segment<B> {
+    /// Parsed header; `header.payload` indexes `buf`.
+    pub header: SegmentHeader,
+    /// The caller's buffer.
+    pub buf: B,
+}
+
+impl<B: SegBuf> Segment<B> {
+    /// Parse the TCP segment at `buf[range]` from `src` to `dst`. On error the buffer is
+    /// handed back.
+    pub fn parse(
+        buf: B,
+        range: Range<usize>,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        mode: crate::config::ChecksumMode,
+    ) -> Result<Self, (SegError, B)> {
+        match parse_segment(buf.as_ref(), range, src, dst, mode) {
+            Ok(header) => Ok(Segment { header, buf }),
+            Err(e) => Err((e, buf)),
+        }
+    }
+}
+
+/// RFC 9293 §3.3.2 connection states (LISTEN lives in [`crate::Endpoint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No connection (initial for nothing; final after close, reset or timeout).
+    Closed,
+    /// SYN sent, waiting for SYN-ACK.
+    SynSent,
+    /// SYN received and SYN-ACK sent.
+    SynReceived,
+    /// Data transfer.
+    Established,
+    /// We closed; our FIN is not yet acknowledged.
+    FinWait1,
+    /// Our FIN is acknowledged; waiting for the peer's.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both closed simultaneously; waiting for the ACK of our FIN.
+    Closing,
+    /// The peer closed first, then we did; waiting for the ACK of our FIN.
+    LastAck,
+    /// Waiting out old duplicates (2*MSL).
+    TimeWait,
+}
+
+impl State {
+    /// Whether the handshake completed (RFC 9293 "synchronized states").
+    pub fn is_synchronized(self) -> bool {
+        !matches!(self, State::Closed | State::SynSent | State::SynReceived)
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Orderly close, both FINs exchanged (or TIME-WAIT expired).
+    Normal,
+    /// The peer reset the connection.
+    Reset,
+    /// Retransmission or keepalive limit reached.
+    Timeout,
+    /// We aborted (RST sent).
+    Aborted,
+}
+
+/// Something the owner should know about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// Stream bytes below `upto` (stream offset) are acknowledged: their memory may be reused.
+    Acked {
+        /// Stream offset up to which everything is acknowledged.
+        upto: u64,
+    },
+    /// The peer sent FIN: no more data will arrive after what is readable.
+    PeerClosed,
+    /// The connection is gone.
+    Closed(CloseReason),
+}
+
+/// Errors from the send API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The connection cannot send (closing or closed).
+    InvalidState,
+    /// Not enough send buffer space for the whole record.
+    NoSpace,
+}
+
+/// A segment written by [`Connection::poll_transmit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Bytes written at the start of the caller's buffer (TCP header + payload).
+    pub len: usize,
+    /// TCP header length within those bytes.
+    pub header_len: usize,
+    /// Stream offsets of the payload (empty if none).
+    pub payload: Range<u64>,
+    /// IPv4 source address for the IP header.
+    pub src: Ipv4Address,
+    /// IPv4 destination address for the IP header.
+    pub dst: Ipv4Address,
+}
+
+/// A 4-tuple side: address and port.
+pub type SockAddr = (Ipv4Address, u16);
+
+/// One TCP connection. `B` is the caller's receive buffer type.
+#[derive(Debug)]
+pub struct Connection<B> {
+    cfg: TcpConfig,
+    state: State,
+    local: SockAddr,
+    remote: SockAddr,
+    passive: bool,
+
+    // Send sequence space (absolute offsets from ISS).
+    iss: Seq32,
+    snd_una: u64,
+    snd_nxt: u64,
+    snd_max: u64,
+    snd_wnd: u64,
+    max_snd_wnd: u64,
+    snd_wl1: Seq32,
+    snd_wl2: Seq32,
+    snd_wscale: u8,
+    ws_ok: bool,
+    app_end: u64,
+    fin_queued: bool,
+    records: VecDeque<u64>,
+    syn_needed: bool,
+
+    // Receive sequence space (absolute offsets from IRS).
+    irs: Seq32,
+    rcv_nxt: u64,
+    rcv_adv: u64,
+    rcv_wscale: u8,
+    rcv_fin: Option<u64>,
+    fin_delivered: bool,
+    rx: RecvQueue<B>,
+    last_ack_sent: u64,
+
+    // Negotiated options.
+    peer_mss: u16,
+    sack_ok: bool,
+    ts_ok: bool,
+    ts_recent: u32,
+    ts_offset: u32,
+
+    // Loss recovery and congestion control.
+    rtt: RttEstimator,
+    rtt_probe: Option<(u64, Instant)>,
+    cc: Congestion,
+    sb: Scoreboard,
+    dupacks: u32,
+    in_recovery: bool,
+    recover: u64,
+    rtx_next: u64,
+    newreno_rtx: bool,
+    retries: u32,
+
+    // Pending output.
+    ack_now: bool,
+    unacked_segs: u32,
+    ctl: VecDeque<OutHeader>,
+    probe_due: bool,
+    keepalive_due: bool,
+    challenge_window: (Instant, u32),
+
+    // Timers.
+    rtx_at: Option<Instant>,
+    persist_at: Option<Instant>,
+    delack_at: Option<Instant>,
+    keepalive_at: Option<Instant>,
+    keepalive_probes: u32,
+    timewait_at: Option<Instant>,
+    last_rx: Instant,
+
+    events: VecDeque<Event>,
+    acked_event: bool,
+    stats: TcpStats,
+}
+
+/// Default MSS when the peer sends none (RFC 9293 §3.7.1).
+const DEFAULT_MSS: u16 = 536;
+/// Timestamp option length with its two NOPs (RFC 7323 Appendix A).
+const TS_LEN: u16 = 12;
+
+impl<B: SegBuf> Connection<B> {
+    fn new(
+        cfg: TcpConfig,
+        now: Instant,
+        local: SockAddr,
+        remote: SockAddr,
+        iss: Seq32,
+        passive: bool,
+    ) -> Self {
+        let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
+        let cc = Congestion::new(cfg.cc, cfg.mss, cfg.initial_cwnd_segments);
+        let rx = RecvQueue::new(cfg.max_ooo_bytes, cfg.max_ooo_segments);
+        Connection {
+            state: State::Closed,
+            local,
+            remote,
+            passive,
+            iss,
+            snd_una: 0,
+            snd_nxt: 0,
+            snd_max: 0,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: Seq32(0),
+            snd_wl2: Seq32(0),
+            snd_wscale: 0,
+            ws_ok: false,
+            app_end: 1,
+            fin_queued: false,
+            records: VecDeque::new(),
+            syn_needed: true,
+            irs: Seq32(0),
+            rcv_nxt: 0,
+            rcv_adv: 0,
+            rcv_wscale: 0,
+            rcv_fin: None,
+            fin_delivered: false,
+            rx,
+            last_ack_sent: 0,
+            peer_mss: DEFAULT_MSS,
+            sack_ok: false,
+            ts_ok: false,
+            ts_recent: 0,
+            // RFC 7323 §5.4: a per-connection random offset for TSval; the keyed ISN serves.
+            ts_offset: iss.0.rotate_left(13),
+            rtt,
+            rtt_probe: None,
+            cc,
+            sb: Scoreboard::default(),
+            dupacks: 0,
+            in_recovery: false,
+            recover: 0,
+            rtx_next: 0,
+            newreno_rtx: false,
+            retries: 0,
+            ack_now: false,
+            unacked_segs: 0,
+            ctl: VecDeque::new(),
+            probe_due: false,
+            keepalive_due: false,
+            challenge_window: (now, 0),
+            rtx_at: None,
+            persist_at: None,
+            delack_at: None,
+            keepalive_at: None,
+            keepalive_probes: 0,
+            timewait_at: None,
+            last_rx: now,
+            events: VecDeque::new(),
+            acked_event: false,
+            stats: TcpStats::default(),
+            cfg,
+        }
+    }
+
+    /// Active open (RFC 9293 §3.10.1): the connection starts in SYN-SENT and its SYN is
+    /// emitted by the next `poll_transmit`. `iss` should come from [`crate::IsnGenerator`].
+    pub fn connect(
+        cfg: TcpConfig,
+        now: Instant,
+        local: SockAddr,
+        remote: SockAddr,
+        iss: Seq32,
+    ) -> Self {
+        let mut c = Self::new(cfg, now, local, remote, iss, false);
+        c.state = State::SynSent;
+        c
+    }
+
+    /// Passive open from a SYN received by a listener (RFC 9293 §3.10.7.2): the connection
+    /// starts in SYN-RECEIVED and its SYN-ACK is emitted by the next `poll_transmit`.
+    /// Returns `None` if `syn` is not a plain SYN.
+    pub fn accept(
+        cfg: TcpConfig,
+        now: Instant,
+        local: SockAddr,
+        remote: SockAddr,
+        iss: Seq32,
+        syn: &SegmentHeader,
+    ) -> Option<Self> {
+        if !syn.syn || syn.ack.is_some() || syn.rst {
+            return None;
+        }
+        let mut c = Self::new(cfg, now, local, remote, iss, true);
+        c.state = State::SynReceived;
+        c.stats.segs_in += 1;
+        c.take_syn_options(syn);
+        c.irs = syn.seq;
+        c.rcv_nxt = 1;
+        c.snd_wnd = u64::from(syn.window);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq;
+        Some(c)
+    }
+
+    /// RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2 window scale and timestamps, RFC 2018 §2 SACK.
+    fn take_syn_options(&mut self, h: &SegmentHeader) {
+        self.peer_mss = h.mss.unwrap_or(DEFAULT_MSS).max(64);
+        match (self.cfg.window_scale, h.wscale) {
+            (Some(ours), Some(theirs)) => {
+                self.ws_ok = true;
+                self.rcv_wscale = ours.min(14);
+                self.snd_wscale = theirs.min(14);
+            }
+            _ => {
+                self.ws_ok = false;
+                self.rcv_wscale = 0;
+                self.snd_wscale = 0;
+            }
+        }
+        self.sack_ok = self.cfg.sack && h.sack_permitted;
+        if let (true, Some((tsval, _))) = (self.cfg.timestamps, h.timestamp) {
+            self.ts_ok = true;
+            self.ts_recent = tsval;
+        } else {
+            self.ts_ok = false;
+        }
+        self.cc.set_mss(self.emss(), self.cfg.initial_cwnd_segments);
+    }
+
+    // ---- getters ----
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// Local address and port.
+    pub fn local(&self) -> SockAddr {
+        self.local
+    }
+    /// Remote address and port.
+    pub fn remote(&self) -> SockAddr {
+        self.remote
+    }
+    /// Whether the connection is gone (safe to drop).
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+    /// Counters.
+    pub fn stats(&self) -> &TcpStats {
+        &self.stats
+    }
+    /// Effective send MSS: payload bytes in a full-sized segment, after the fixed options
+    /// (RFC 9293 §3.7.1; timestamps take 12 bytes). Size FPDUs to this.
+    pub fn emss(&self) -> u16 {
+        let base = self.peer_mss.min(self.cfg.mss);
+        if self.ts_ok {
+            base - TS_LEN.min(base / 2)
+        } else {
+            base
+        }
+    }
+    /// The peer's advertised send window in bytes (scaled).
+    pub fn send_window(&self) -> u64 {
+        self.snd_wnd
+    }
+    /// Congestion window in bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cc.cwnd
+    }
+    /// Current retransmission timeout.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto()
+    }
+    /// Smoothed RTT, once measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+    /// Whether SACK, timestamps were negotiated, and the send/receive window shifts.
+    pub fn negotiated(&self) -> (bool, bool, u8, u8) {
+        (self.sack_ok, self.ts_ok, self.snd_wscale, self.rcv_wscale)
+    }
+    /// Stream offset up to which our data is acknowledged.
+    pub fn acked_offset(&self) -> u64 {
+        self.snd_una.saturating_sub(1).min(self.app_end - 1)
+    }
+    /// Stream bytes queued by the owner (acked or not).
+    pub fn queued_offset(&self) -> u64 {
+        self.app_end - 1
+    }
+    /// Bytes `send` would accept now.
+    pub fn send_capacity(&self) -> u64 {
+        let in_buf = self.app_end - self.snd_una.clamp(1, self.app_end);
+        u64::from(self.cfg.send_window).saturating_sub(in_buf)
+    }
+    /// In-order bytes waiting in `poll_readable`.
+    pub fn readable_bytes(&self) -> usize {
+        self.rx.readable_bytes()
+    }
+    /// Bytes held out of order.
+    pub fn ooo_bytes(&self) -> usize {
+        self.rx.ooo_bytes()
+    }
+    /// Whether the peer's FIN arrived and everything before it was read.
+    pub fn is_recv_finished(&self) -> bool {
+        self.fin_delivered && self.rx.readable_bytes() == 0
+    }
+    /// The ISS (wire value).
+    pub fn iss(&self) -> Seq32 {
+        self.iss
+    }
+
+    // ---- mutators ----
+
+    fn can_send(&self) -> bool {
+        !self.fin_queued
+            && matches!(
+                self.state,
+                State::SynSent | State::SynReceived | State::Established | State::CloseWait
+            )
+    }
+
+    /// Queue up to `len` more stream bytes (the owner keeps them until acked); returns how
+    /// many were accepted.
+    pub fn send(&mut self, len: u64) -> Result<u64, SendError> {
+        if !self.can_send() {
+            return Err(SendError::InvalidState);
+        }
+        let n = len.min(self.send_capacity());
+        self.app_end += n;
+        Ok(n)
+    }
+
+    /// Queue a record of `len` bytes, all or nothing, with a boundary after it: no segment
+    /// will carry bytes of two records.
+    pub fn send_record(&mut self, len: u64) -> Result<(), SendError> {
+        if !self.can_send() {
+            return Err(SendError::InvalidState);
+        }
+        if len > self.send_capacity() {
+            return Err(SendError::NoSpace);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        if self.records.back() != Some(&self.app_end) && self.app_end > self.snd_una.max(1) {
+            // Data queued with plain `send` before this record ends a "record" too.
+            self.records.push_back(self.app_end);
+        }
+        self.app_end += len;
+        self.records.push_back(self.app_end);
+        Ok(())
+    }
+
+    /// Graceful close (RFC 9293 §3.10.4): a FIN follows the queued data.
+    pub fn close(&mut self) {
+        match self.state {
+            State::SynSent => self.finish(CloseReason::Normal),
+            State::SynReceived | State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+    }
+
+    /// Abort (RFC 9293 §3.10.5): send RST in synchronized states, then CLOSED.
+    pub fn abort(&mut self) {
+        if matches!(self.state, State::Closed) {
+            return;
+        }
+        if self.state != State::SynSent && self.state != State::TimeWait {
+            let seq = self.wire_snd(self.snd_nxt);
+            self.ctl.push_back(OutHeader {
+                seq,
+                rst: true,
+                ..Default::default()
+            });
+        }
+        self.finish(CloseReason::Aborted);
+    }
+
+    // ---- outputs ----
+
+    /// Next event, if any.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.acked_event {
+            self.acked_event = false;
+            return Some(Event::Acked {
+                upto: self.acked_offset(),
+            });
+        }
+        self.events.pop_front()
+    }
+
+    /// Next chunk of in-order payload: the caller's buffer and the payload range in it.
+    #[must_use]
+    pub fn poll_readable(&mut self) -> Option<(B, Range<usize>)> {
+        let out = self.rx.pop()?;
+        // RFC 9293 §3.8.6.2.2: announce a reopened window once it grew by enough
+        // (min(RCV.BUFF/2, Eff.snd.MSS)).
+        let wnd_now = self.rcv_adv.saturating_sub(self.rcv_nxt);
+        let can = self.rcv_window_avail();
+        let step = u64::from(self.cfg.recv_window / 2).min(u64::from(self.cfg.mss));
+        if can >= wnd_now + step.max(1) && (wnd_now < step * 4 || can >= wnd_now * 2) {
+            self.ack_now = true;
+        }
+        Some(out)
+    }
+
+    // ---- helpers ----
+
+    pub(crate) fn wire_snd(&self, abs: u64) -> Seq32 {
+        // Truncation is the point: wire sequence numbers are modulo 2^32.
+        self.iss + (abs as u32)
+    }
+    pub(crate) fn wire_rcv(&self, abs: u64) -> Seq32 {
+        self.irs + (abs as u32)
+    }
+
+    /// Receive capacity left (bytes the application has room for).
+    fn rcv_window_avail(&self) -> u64 {
+        u64::from(self.cfg.recv_window).saturating_sub(self.rx.readable_bytes() as u64)
+    }
+
+    fn finish(&mut self, why: CloseReason) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        self.rtx_at = None;
+        self.persist_at = None;
+        self.delack_at = None;
+        self.keepalive_at = None;
+        self.timewait_at = None;
+        self.events.push_back(Event::Closed(why));
+    }
+
+    /// Bytes in flight per RFC 6675 §4 "pipe" (simplified): outstanding minus SACKed minus
+    /// presumed lost, plus what we resent of the lost.
+    fn pipe(&self) -> u64 {
+        let out = self.snd_max - self.snd_una;
+        if !self.sack_ok || self.sb.is_empty() {
+            return out;
+        }
+        let (lost, resent) = self.sb.hole_bytes(self.snd_una, self.rtx_next);
+        (out - self.sb.sacked_bytes().min(out)).saturating_sub(lost) + resent
+    }
+
+    /// Whether we are the passive side.
+    pub fn is_passive(&self) -> bool {
+        self.passive
+    }
+}

@@ -1,0 +1,332 @@
+//! Segment generation: what to send next (RFC 9293 §3.8, RFC 6675 §5, RFC 6582).
+
+use netcore::Instant;
+
+use super::{Connection, SegBuf, SendSource, State, Transmit};
+use crate::wire::OutHeader;
+
+/// What the next segment carries, in absolute send offsets.
+struct Plan {
+    start: u64,
+    end: u64,
+    syn: bool,
+    fin: bool,
+    retransmit: bool,
+}
+
+impl<B: SegBuf> Connection<B> {
+    /// Write the next segment to send into `buf` (which should hold at least 60 + `emss()`
+    /// bytes), reading payload from `src`. Call until it returns `None`.
+    #[must_use]
+    pub fn poll_transmit<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        src: &mut S,
+    ) -> Option<Transmit> {
+        let t = self.transmit_inner(now, buf, src);
+        if t.is_some() {
+            self.stats.segs_out += 1;
+        }
+        self.arm_timers(now);
+        t
+    }
+
+    fn transmit_inner<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        src: &mut S,
+    ) -> Option<Transmit> {
+        if let Some(mut h) = self.ctl.pop_front() {
+            h.src_port = self.local.1;
+            h.dst_port = self.remote.1;
+            if h.rst {
+                self.stats.resets_sent += 1;
+            }
+            return self.emit(now, h, buf, 0..0, src);
+        }
+        if self.state == State::Closed {
+            return None;
+        }
+        if let Some(plan) = self.plan(now) {
+            return self.send_plan(now, plan, buf, src);
+        }
+        if self.keepalive_due {
+            // RFC 9293 §3.8.4: a probe with SEG.SEQ = SND.NXT - 1 and no data.
+            self.keepalive_due = false;
+            let mut h = self.base_header();
+            h.seq = self.wire_snd(self.snd_max) - 1;
+            return self.emit(now, h, buf, 0..0, src);
+        }
+        if self.ack_now && self.state != State::SynSent {
+            let h = self.base_header();
+            return self.emit(now, h, buf, 0..0, src);
+        }
+        None
+    }
+
+    /// Header with our ports, SEQ = the highest sequence sent and ACK = RCV.NXT.
+    ///
+    /// Segments without data carry SND.MAX rather than a rewound SND.NXT (after an RTO), as
+    /// Linux's `tcp_acceptable_seq` does: an old SEQ would make the peer judge the ACK
+    /// unacceptable (RFC 9293 §3.10.7.4) and answer with an ACK of its own, ping-pong forever.
+    fn base_header(&self) -> OutHeader {
+        OutHeader {
+            src_port: self.local.1,
+            dst_port: self.remote.1,
+            seq: self.wire_snd(self.snd_max),
+            ack: Some(self.wire_rcv(self.rcv_nxt)),
+            ..Default::default()
+        }
+    }
+
+    fn next_boundary(&self, from: u64) -> u64 {
+        let i = self.records.partition_point(|&b| b <= from);
+        self.records.get(i).copied().unwrap_or(u64::MAX)
+    }
+
+    /// Choose the next sequence-consuming segment, if any.
+    fn plan(&mut self, now: Instant) -> Option<Plan> {
+        let _ = now;
+        if self.syn_needed
+            && self.snd_nxt == 0
+            && matches!(self.state, State::SynSent | State::SynReceived)
+        {
+            return Some(Plan {
+                start: 0,
+                end: 0,
+                syn: true,
+                fin: false,
+                retransmit: self.snd_max > 0,
+            });
+        }
+        if !matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) {
+            return None;
+        }
+        let emss = u64::from(self.emss());
+        let fin_at = self.app_end;
+        // Loss recovery retransmissions first (RFC 6675 §5 NextSeg rule 1 / RFC 6582).
+        if self.in_recovery && self.newreno_rtx {
+            let cwnd_ok = self.pipe() < self.cc.cwnd || self.rtx_next == self.snd_una;
+            let hole = if self.sack_ok && !self.sb.is_empty() {
+                self.sb.next_hole(self.rtx_next.max(self.snd_una))
+            } else if self.rtx_next == self.snd_una && self.snd_una < self.snd_max {
+                Some((self.snd_una, self.snd_max))
+            } else {
+                None
+            };
+            match hole {
+                Some((s, e)) if cwnd_ok => {
+                    let end = e.min(s + emss).min(self.next_boundary(s)).min(fin_at);
+                    if !self.sack_ok {
+                        self.newreno_rtx = false;
+                    }
+                    if end > s {
+                        self.rtx_next = end;
+                        return Some(Plan {
+                            start: s,
+                            end,
+                            syn: false,
+                            fin: false,
+                            retransmit: true,
+                        });
+                    }
+                    if s == fin_at && self.fin_queued {
+                        self.rtx_next = fin_at + 1;
+                        return Some(Plan {
+                            start: s,
+                            end: s,
+                            syn: false,
+                            fin: true,
+                            retransmit: true,
+                        });
+                    }
+                }
+                None if self.sack_ok => self.newreno_rtx = self.sb.is_empty(),
+                _ => {}
+            }
+        }
+        // New data (or go-back-N after an RTO).
+        let in_flight = if self.in_recovery && self.sack_ok {
+            self.pipe()
+        } else {
+            self.snd_nxt - self.snd_una
+        };
+        let cwnd_room = self.cc.cwnd.saturating_sub(in_flight);
+        let wnd_edge = self.snd_una + self.snd_wnd;
+        let wnd_room = wnd_edge.saturating_sub(self.snd_nxt);
+        let mut room = cwnd_room.min(wnd_room);
+        let probe = self.probe_due && self.snd_wnd == 0;
+        if probe {
+            // RFC 9293 §3.8.6.1: a zero-window probe carries one byte.
+            room = 1;
+        }
+        if self.snd_nxt < fin_at {
+            let avail = fin_at - self.snd_nxt;
+            let end =
+                (self.snd_nxt + avail.min(emss).min(room)).min(self.next_boundary(self.snd_nxt));
+            let len = end.saturating_sub(self.snd_nxt);
+            if len > 0 {
+                let full = len == emss || end == self.next_boundary(self.snd_nxt) || end == fin_at;
+                let outstanding = self.snd_max > self.snd_una;
+                // RFC 9293 §3.7.4 Nagle; §3.8.6.2.1 sender SWS avoidance.
+                let nagle_ok = !self.cfg.nagle || len == emss || !outstanding;
+                let sws_ok = full || len * 2 >= self.max_snd_wnd || !outstanding;
+                if probe || (nagle_ok && sws_ok) {
+                    if probe {
+                        self.probe_due = false;
+                    }
+                    let fin = self.fin_queued && end == fin_at;
+                    return Some(Plan {
+                        start: self.snd_nxt,
+                        end,
+                        syn: false,
+                        fin,
+                        retransmit: self.snd_nxt < self.snd_max,
+                    });
+                }
+            }
+            return None;
+        }
+        if self.fin_queued && self.snd_nxt == fin_at {
+            return Some(Plan {
+                start: fin_at,
+                end: fin_at,
+                syn: false,
+                fin: true,
+                retransmit: self.snd_max > fin_at,
+            });
+        }
+        None
+    }
+
+    fn send_plan<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        p: Plan,
+        buf: &mut [u8],
+        src: &mut S,
+    ) -> Option<Transmit> {
+        let mut h = self.base_header();
+        h.seq = self.wire_snd(p.start);
+        if p.syn {
+            h.syn = true;
+            h.mss = Some(self.cfg.mss);
+            let offer_ws = self.state == State::SynSent || self.ws_ok;
+            if let (Some(ws), true) = (self.cfg.window_scale, offer_ws) {
+                h.wscale = Some(ws.min(14));
+            }
+            h.sack_permitted = self.cfg.sack && (self.state == State::SynSent || self.sack_ok);
+            if self.state == State::SynSent {
+                h.ack = None;
+            }
+        }
+        h.fin = p.fin;
+        h.psh = p.end > p.start && (p.end == self.app_end || p.end == self.next_boundary(p.start));
+        let seq_end = p.end + u64::from(p.syn) + u64::from(p.fin);
+        if p.retransmit {
+            if p.end > p.start {
+                self.stats.retransmissions += 1;
+            }
+        } else if self.rtt_probe.is_none() && seq_end > p.start {
+            self.rtt_probe = Some((seq_end, now));
+        }
+        if seq_end > self.snd_max {
+            self.stats.bytes_out += p.end.saturating_sub(self.snd_max.max(p.start).max(1));
+        }
+        // Advance SND.NXT only for in-order (non-hole) sends.
+        if p.start == self.snd_nxt || p.syn {
+            self.snd_nxt = seq_end;
+        }
+        self.snd_max = self.snd_max.max(seq_end);
+        if self.rtx_at.is_none() {
+            self.rtx_at = Some(now + self.rtt.rto());
+        }
+        self.emit(now, h, buf, p.start..p.end, src)
+    }
+
+    /// Fill window, timestamps and SACK fields, write header + payload, update ACK state.
+    fn emit<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        mut h: OutHeader,
+        buf: &mut [u8],
+        data: std::ops::Range<u64>,
+        src: &mut S,
+    ) -> Option<Transmit> {
+        if !h.rst {
+            h.window = self.window_field(h.syn);
+        }
+        if self.ts_ok || (h.syn && self.cfg.timestamps && self.state == State::SynSent) {
+            // RFC 7323 §3.2: TSecr echoes TS.Recent when ACK is set.
+            let tsval = self.ts_offset.wrapping_add(now.as_millis() as u32);
+            let tsecr = if h.ack.is_some() { self.ts_recent } else { 0 };
+            h.timestamp = Some((tsval, tsecr));
+        }
+        let mut payload_len = (data.end - data.start) as usize;
+        if self.sack_ok && h.ack.is_some() && !h.syn && !h.rst && self.rx.has_ooo() {
+            // RFC 2018 §3/§4: blocks must fit in the option space left under the MSS.
+            let used = if self.ts_ok { 12 } else { 0 };
+            let space =
+                (40usize - used).min(usize::from(self.cfg.mss).saturating_sub(payload_len + used));
+            let n = (space.saturating_sub(2) / 8).min(3);
+            if n > 0 {
+                for (i, (l, r)) in self.rx.sack_blocks(n).into_iter().enumerate() {
+                    h.sack[i] = Some((self.wire_rcv(l).0, self.wire_rcv(r).0));
+                }
+            }
+        }
+        let hl = h.header_len();
+        if hl > buf.len() {
+            return None;
+        }
+        payload_len = payload_len.min(buf.len() - hl);
+        if payload_len > 0 {
+            // Stream offset = absolute offset - 1 (the SYN).
+            src.read(data.start - 1, &mut buf[hl..hl + payload_len]);
+        }
+        let seg = &mut buf[..hl + payload_len];
+        h.emit(seg, self.local.0, self.remote.0, self.cfg.checksum);
+        if h.ack.is_some() && !h.rst {
+            self.ack_now = false;
+            self.unacked_segs = 0;
+            self.delack_at = None;
+            self.last_ack_sent = self.rcv_nxt;
+        }
+        let so = data.start.saturating_sub(1);
+        Some(Transmit {
+            len: hl + payload_len,
+            header_len: hl,
+            payload: so..so + payload_len as u64,
+            src: self.local.0,
+            dst: self.remote.0,
+        })
+    }
+
+    /// The window field to advertise; the right edge never moves left (RFC 9293 §3.8.6.2.2,
+    /// RFC 7323 §2.4).
+    fn window_field(&mut self, syn: bool) -> u16 {
+        let shift = if syn { 0 } else { self.rcv_wscale };
+        let want = self
+            .rcv_window_avail()
+            .max(self.rcv_adv.saturating_sub(self.rcv_nxt));
+        let max = 0xffffu64 << shift;
+        let w = want.min(max);
+        // Round up so the scaled value never falls below the old right edge.
+        let field = w.div_ceil(1u64 << shift).min(0xffff);
+        let edge = self.rcv_nxt + (field << shift);
+        if edge > self.rcv_adv {
+            self.rcv_adv = edge;
+        }
+        // Truncation impossible: clamped to 0xffff above.
+        field as u16
+    }
+}

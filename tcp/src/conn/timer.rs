@@ -1,0 +1,130 @@
+//! Timers: retransmission (RFC 6298), persist (RFC 9293 §3.8.6.1), delayed ACK
+//! (RFC 9293 §3.8.6.3), keepalive (RFC 9293 §3.8.4) and TIME-WAIT (RFC 9293 §3.3.2).
+
+use netcore::Instant;
+
+use super::{CloseReason, Connection, SegBuf, State};
+
+impl<B: SegBuf> Connection<B> {
+    /// When `handle_timeout` must next be called, if ever.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.rtx_at,
+            self.persist_at,
+            self.delack_at,
+            self.keepalive_at,
+            self.timewait_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Arm the timers that depend on the current state (called after every input/output).
+    pub(super) fn arm_timers(&mut self, now: Instant) {
+        if self.state == State::Closed {
+            return;
+        }
+        // RFC 6298 §5.1: the retransmission timer runs while data is outstanding.
+        if self.snd_max > self.snd_una && self.rtx_at.is_none() && self.state != State::TimeWait {
+            self.rtx_at = Some(now + self.rtt.rto());
+        }
+        // Persist: the peer's window is zero, data waits, nothing is in flight.
+        let waiting = self.snd_nxt < self.app_end && self.snd_max == self.snd_una;
+        if self.snd_wnd == 0 && waiting && self.state.is_synchronized() {
+            if self.persist_at.is_none() && !self.probe_due {
+                self.persist_at = Some(now + self.rtt.rto());
+            }
+        } else {
+            self.persist_at = None;
+        }
+        // Keepalive: idle connection, nothing outstanding (RFC 9293 §3.8.4).
+        self.keepalive_at = match self.cfg.keepalive {
+            Some(k)
+                if matches!(self.state, State::Established | State::CloseWait)
+                    && self.snd_una == self.snd_max =>
+            {
+                Some(self.last_rx + k.idle + k.interval * self.keepalive_probes)
+            }
+            _ => None,
+        };
+    }
+
+    /// Run expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.timewait_at.is_some_and(|t| t <= now) {
+            // RFC 9293 §3.10.8: TIME-WAIT timeout, delete the TCB.
+            self.timewait_at = None;
+            self.finish(CloseReason::Normal);
+            return;
+        }
+        if self.delack_at.is_some_and(|t| t <= now) {
+            self.delack_at = None;
+            self.ack_now = true;
+        }
+        if self.persist_at.is_some_and(|t| t <= now) {
+            self.persist_at = None;
+            self.probe_due = true;
+            self.rtt.back_off();
+        }
+        if self.keepalive_at.is_some_and(|t| t <= now) {
+            let k = self.cfg.keepalive.map_or(0, |k| k.count);
+            if self.keepalive_probes >= k {
+                self.finish(CloseReason::Timeout);
+                return;
+            }
+            self.keepalive_probes += 1;
+            self.keepalive_due = true;
+        }
+        if self.rtx_at.is_some_and(|t| t <= now) {
+            self.rtx_at = None;
+            self.on_rto(now);
+        }
+        self.arm_timers(now);
+    }
+
+    /// RFC 6298 §5.4-§5.6 with RFC 5681 §3.1 (loss window) and RFC 6675 §5.1.
+    fn on_rto(&mut self, now: Instant) {
+        if self.snd_una >= self.snd_max {
+            return;
+        }
+        if self.snd_wnd == 0 && self.state.is_synchronized() && self.snd_max - self.snd_una <= 1 {
+            // A lost zero-window probe: probe again, backing off, without counting it as a
+            // retransmission failure (RFC 9293 §3.8.6.1: keep probing while the peer answers).
+            self.rtt.back_off();
+            self.snd_nxt = self.snd_una;
+            self.probe_due = true;
+            self.rtt_probe = None;
+            let _ = now;
+            return;
+        }
+        self.retries += 1;
+        let limit = if self.state.is_synchronized() {
+            self.cfg.max_retries
+        } else {
+            self.cfg.max_retries.min(6)
+        };
+        if self.retries > limit {
+            self.finish(CloseReason::Timeout);
+            return;
+        }
+        self.stats.rtos += 1;
+        let flight = self.snd_max - self.snd_una;
+        self.cc.on_rto(flight);
+        self.rtt.back_off();
+        self.rtt_probe = None;
+        // Go back N: resend from SND.UNA; forget SACK state (the receiver may renege, RFC 2018 §8).
+        self.snd_nxt = self.snd_una;
+        self.sb.clear();
+        self.in_recovery = false;
+        self.newreno_rtx = false;
+        self.dupacks = 0;
+        // RFC 6582 §3.2 step 4 analogue: no fast recovery for losses from before the timeout.
+        self.recover = self.snd_max;
+        self.rtx_next = self.snd_una;
+        if self.snd_una == 0 {
+            self.syn_needed = true;
+        }
+    }
+}

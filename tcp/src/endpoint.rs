@@ -1,0 +1,319 @@
+//! Many connections behind one local address: demultiplexing by 4-tuple, listeners, active
+//! opens, keyed ISNs (RFC 6528) and resets for segments that match nothing
+//! (RFC 9293 §3.10.7.1).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Range;
+
+use netcore::Instant;
+use smoltcp::wire::Ipv4Address;
+
+use crate::config::TcpConfig;
+use crate::conn::input::rst_for;
+use crate::conn::{Connection, SegBuf, Segment, SendSource, SockAddr, Transmit};
+use crate::isn::IsnGenerator;
+use crate::stats::TcpStats;
+use crate::wire::{OutHeader, SegError, parse_segment};
+
+/// Index of a connection inside an [`Endpoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnHandle(pub usize);
+
+/// Errors from [`Endpoint::connect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// That 4-tuple is in use.
+    InUse,
+    /// No free ephemeral port.
+    NoPort,
+}
+
+/// What happened to a segment given to [`Endpoint::handle_segment`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Delivered to an existing connection.
+    Conn(ConnHandle),
+    /// A listener created this connection (SYN-RECEIVED).
+    NewConn(ConnHandle),
+    /// Dropped (bad checksum, malformed, or an unmatched RST).
+    Dropped,
+    /// No connection: a reset was queued (RFC 9293 §3.10.7.1).
+    Reset,
+}
+
+/// Connections keyed by (local port, remote address, remote port) on one local IPv4 address.
+#[derive(Debug)]
+pub struct Endpoint<B> {
+    cfg: TcpConfig,
+    local_ip: Ipv4Address,
+    isn: IsnGenerator,
+    listeners: HashSet<u16>,
+    conns: Vec<Option<Connection<B>>>,
+    free: Vec<usize>,
+    by_tuple: HashMap<(u16, Ipv4Address, u16), usize>,
+    accept_q: VecDeque<ConnHandle>,
+    ctl: VecDeque<(OutHeader, Ipv4Address)>,
+    next_port: u16,
+    stats: TcpStats,
+    closed_stats: TcpStats,
+}
+
+/// Bound on queued endpoint-level resets (excess resets are not sent).
+const MAX_CTL: usize = 1024;
+
+impl<B: SegBuf> Endpoint<B> {
+    /// An endpoint for `local_ip`; `isn_key` is the RFC 6528 secret (random, from the caller).
+    pub fn new(cfg: TcpConfig, local_ip: Ipv4Address, isn_key: [u8; 16]) -> Self {
+        Endpoint {
+            cfg,
+            local_ip,
+            isn: IsnGenerator::new(isn_key),
+            listeners: HashSet::new(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            by_tuple: HashMap::new(),
+            accept_q: VecDeque::new(),
+            ctl: VecDeque::new(),
+            next_port: 49152,
+            stats: TcpStats::default(),
+            closed_stats: TcpStats::default(),
+        }
+    }
+
+    /// Accept connections on `port`.
+    pub fn listen(&mut self, port: u16) {
+        self.listeners.insert(port);
+    }
+
+    /// Stop accepting on `port` (existing connections stay).
+    pub fn unlisten(&mut self, port: u16) {
+        self.listeners.remove(&port);
+    }
+
+    fn insert(&mut self, c: Connection<B>) -> ConnHandle {
+        let key = (c.local().1, c.remote().0, c.remote().1);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.conns[i] = Some(c);
+                i
+            }
+            None => {
+                self.conns.push(Some(c));
+                self.conns.len() - 1
+            }
+        };
+        self.by_tuple.insert(key, i);
+        ConnHandle(i)
+    }
+
+    /// Active open to `remote`; `local_port` 0 picks an ephemeral port.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        local_port: u16,
+        remote: SockAddr,
+    ) -> Result<ConnHandle, ConnectError> {
+        let port = if local_port != 0 {
+            local_port
+        } else {
+            let mut found = None;
+            for _ in 0..16384 {
+                let p = self.next_port;
+                self.next_port = if p == u16::MAX { 49152 } else { p + 1 };
+                if !self.by_tuple.contains_key(&(p, remote.0, remote.1))
+                    && !self.listeners.contains(&p)
+                {
+                    found = Some(p);
+                    break;
+                }
+            }
+            found.ok_or(ConnectError::NoPort)?
+        };
+        if self.by_tuple.contains_key(&(port, remote.0, remote.1)) {
+            return Err(ConnectError::InUse);
+        }
+        let local = (self.local_ip, port);
+        let iss = self.isn.isn(now, local, remote);
+        Ok(self.insert(Connection::connect(
+            self.cfg.clone(),
+            now,
+            local,
+            remote,
+            iss,
+        )))
+    }
+
+    /// Process a received TCP segment `buf[range]` from `src` to `dst`.
+    pub fn handle_segment(
+        &mut self,
+        now: Instant,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        buf: B,
+        range: Range<usize>,
+    ) -> Dispatch {
+        let h = match parse_segment(buf.as_ref(), range, src, dst, self.cfg.checksum) {
+            Ok(h) => h,
+            Err(SegError::BadChecksum) => {
+                self.stats.bad_checksum += 1;
+                return Dispatch::Dropped;
+            }
+            Err(SegError::Malformed) => {
+                self.stats.malformed += 1;
+                return Dispatch::Dropped;
+            }
+        };
+        let key = (h.dst_port, src, h.src_port);
+        if let Some(&i) = self.by_tuple.get(&key)
+            && let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut())
+            && !c.is_closed()
+        {
+            c.handle_segment(now, Segment { header: h, buf });
+            return Dispatch::Conn(ConnHandle(i));
+        }
+        if self.listeners.contains(&h.dst_port) && dst == self.local_ip {
+            // RFC 9293 §3.10.7.2 LISTEN.
+            if h.rst {
+                return Dispatch::Dropped;
+            }
+            if h.ack.is_none() && h.syn {
+                let local = (dst, h.dst_port);
+                let remote = (src, h.src_port);
+                let iss = self.isn.isn(now, local, remote);
+                if let Some(c) = Connection::accept(self.cfg.clone(), now, local, remote, iss, &h) {
+                    if let Some(&old) = self.by_tuple.get(&key) {
+                        self.reap(ConnHandle(old));
+                    }
+                    let hd = self.insert(c);
+                    self.accept_q.push_back(hd);
+                    return Dispatch::NewConn(hd);
+                }
+                return Dispatch::Dropped;
+            }
+            if h.ack.is_none() {
+                return Dispatch::Dropped;
+            }
+        }
+        match rst_for(&h) {
+            Some(r) if self.ctl.len() < MAX_CTL => {
+                self.ctl.push_back((r, src));
+                Dispatch::Reset
+            }
+            _ => Dispatch::Dropped,
+        }
+    }
+
+    /// Next connection created by a listener that completed its handshake.
+    pub fn accept(&mut self) -> Option<ConnHandle> {
+        let mut i = 0;
+        while i < self.accept_q.len() {
+            let h = self.accept_q[i];
+            match self.conn(h) {
+                Some(c) if c.state().is_synchronized() => {
+                    self.accept_q.remove(i);
+                    return Some(h);
+                }
+                Some(c) if !c.is_closed() => i += 1,
+                _ => {
+                    self.accept_q.remove(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// The connection behind `h`.
+    pub fn conn(&self, h: ConnHandle) -> Option<&Connection<B>> {
+        self.conns.get(h.0).and_then(|c| c.as_ref())
+    }
+
+    /// The connection behind `h`, mutably.
+    pub fn conn_mut(&mut self, h: ConnHandle) -> Option<&mut Connection<B>> {
+        self.conns.get_mut(h.0).and_then(|c| c.as_mut())
+    }
+
+    /// Handles of all live connection slots.
+    pub fn handles(&self) -> Vec<ConnHandle> {
+        (0..self.conns.len())
+            .filter(|&i| self.conns[i].is_some())
+            .map(ConnHandle)
+            .collect()
+    }
+
+    /// Drop a connection (its counters move into the aggregate).
+    pub fn reap(&mut self, h: ConnHandle) -> Option<Connection<B>> {
+        let c = self.conns.get_mut(h.0)?.take()?;
+        let key = (c.local().1, c.remote().0, c.remote().1);
+        if self.by_tuple.get(&key) == Some(&h.0) {
+            self.by_tuple.remove(&key);
+        }
+        self.free.push(h.0);
+        self.closed_stats.add(c.stats());
+        Some(c)
+    }
+
+    /// Endpoint-level segments (resets for unmatched segments).
+    #[must_use]
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let (h, dst) = self.ctl.pop_front()?;
+        let hl = h.header_len();
+        let seg = buf.get_mut(..hl)?;
+        h.emit(seg, self.local_ip, dst, self.cfg.checksum);
+        self.stats.resets_sent += 1;
+        self.stats.segs_out += 1;
+        Some(Transmit {
+            len: hl,
+            header_len: hl,
+            payload: 0..0,
+            src: self.local_ip,
+            dst,
+        })
+    }
+
+    /// Earliest timer over all connections.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.conns
+            .iter()
+            .flatten()
+            .filter_map(|c| c.poll_timeout())
+            .min()
+    }
+
+    /// Run expired timers of all connections.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for c in self.conns.iter_mut().flatten() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    /// Poll every connection's output with one source; returns the first segment found.
+    pub fn poll_transmit_all<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        src: &mut S,
+    ) -> Option<(ConnHandle, Transmit)> {
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            if let Some(c) = c
+                && let Some(t) = c.poll_transmit(now, buf, src)
+            {
+                return Some((ConnHandle(i), t));
+            }
+        }
+        None
+    }
+
+    /// Counters: endpoint-level plus every live and reaped connection.
+    pub fn stats(&self) -> TcpStats {
+        let mut s = self.stats;
+        s.add(&self.closed_stats);
+        for c in self.conns.iter().flatten() {
+            s.add(c.stats());
+        }
+        s
+    }
+}

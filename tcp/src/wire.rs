@@ -1,0 +1,241 @@
+//! TCP header glue over `smoltcp::wire` (RFC 9293 §3.1).
+//!
+//! Parsing untrusted bytes never panics: [`parse_segment`] goes through
+//! `TcpPacket::new_checked` and `TcpRepr::parse`, and copies the header fields into an owned
+//! [`SegmentHeader`] so the caller's buffer can then be moved into the receive queue.
+
+use core::ops::Range;
+
+use netcore::Seq32;
+use smoltcp::phy::{Checksum, ChecksumCapabilities};
+use smoltcp::wire::{
+    IpAddress, Ipv4Address, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestampRepr,
+};
+
+use crate::config::ChecksumMode;
+
+/// Why a segment was rejected by the parser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegError {
+    /// Truncated header, bad data offset, malformed option or forbidden flag combination.
+    Malformed,
+    /// Checksum mismatch (software mode only).
+    BadChecksum,
+}
+
+/// The header of a received segment, owned; the payload is a byte range of the caller's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: Seq32,
+    /// Acknowledgment number, if ACK is set.
+    pub ack: Option<Seq32>,
+    /// SYN flag.
+    pub syn: bool,
+    /// FIN flag.
+    pub fin: bool,
+    /// RST flag.
+    pub rst: bool,
+    /// Raw window field (unscaled).
+    pub window: u16,
+    /// MSS option.
+    pub mss: Option<u16>,
+    /// Window scale option (already clamped to 14, RFC 7323 §2.3).
+    pub wscale: Option<u8>,
+    /// SACK-permitted option.
+    pub sack_permitted: bool,
+    /// SACK blocks (RFC 2018 §3), left and right edges.
+    pub sack: [Option<(Seq32, Seq32)>; 3],
+    /// Timestamps option (TSval, TSecr).
+    pub timestamp: Option<(u32, u32)>,
+    /// Payload position in the buffer handed to the parser (absolute in that buffer).
+    pub payload: Range<usize>,
+}
+
+impl SegmentHeader {
+    /// Payload length.
+    pub fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+    /// Length in sequence space (payload + SYN + FIN).
+    pub fn seq_len(&self) -> usize {
+        self.payload.len() + usize::from(self.syn) + usize::from(self.fin)
+    }
+}
+
+fn caps(mode: ChecksumMode) -> ChecksumCapabilities {
+    let mut c = ChecksumCapabilities::default();
+    c.tcp = match mode {
+        ChecksumMode::Software => Checksum::Both,
+        ChecksumMode::Offloaded => Checksum::None,
+    };
+    c
+}
+
+/// Parse the TCP segment at `buf[range]`, sent from `src` to `dst`.
+pub fn parse_segment(
+    buf: &[u8],
+    range: Range<usize>,
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    mode: ChecksumMode,
+) -> Result<SegmentHeader, SegError> {
+    let bytes = buf.get(range.clone()).ok_or(SegError::Malformed)?;
+    let pkt = TcpPacket::new_checked(bytes).map_err(|_| SegError::Malformed)?;
+    let (s, d) = (IpAddress::Ipv4(src), IpAddress::Ipv4(dst));
+    if mode == ChecksumMode::Software && !pkt.verify_checksum(&s, &d) {
+        return Err(SegError::BadChecksum);
+    }
+    let repr = TcpRepr::parse(&pkt, &s, &d, &caps(ChecksumMode::Offloaded))
+        .map_err(|_| SegError::Malformed)?;
+    let hdr_len = usize::from(pkt.header_len());
+    let payload = (range.start + hdr_len)..range.end;
+    let sq = |v: u32| Seq32(v);
+    let mut sack = [None; 3];
+    for (dst, src) in sack.iter_mut().zip(repr.sack_ranges.iter()) {
+        *dst = src.map(|(l, r)| (sq(l), sq(r)));
+    }
+    // `TcpRepr::parse` folds PSH into `Control::Psh`; the other flags are exclusive there.
+    Ok(SegmentHeader {
+        src_port: repr.src_port,
+        dst_port: repr.dst_port,
+        seq: Seq32(repr.seq_number.0 as u32),
+        ack: repr.ack_number.map(|a| Seq32(a.0 as u32)),
+        syn: repr.control == TcpControl::Syn,
+        fin: repr.control == TcpControl::Fin,
+        rst: repr.control == TcpControl::Rst,
+        window: repr.window_len,
+        mss: repr.max_seg_size,
+        wscale: repr.window_scale,
+        sack_permitted: repr.sack_permitted,
+        sack,
+        timestamp: repr.timestamp.map(|t| (t.tsval, t.tsecr)),
+        payload,
+    })
+}
+
+/// Fields of a segment to emit (the payload bytes are written separately).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OutHeader {
+    pub(crate) src_port: u16,
+    pub(crate) dst_port: u16,
+    pub(crate) seq: Seq32,
+    pub(crate) ack: Option<Seq32>,
+    pub(crate) syn: bool,
+    pub(crate) fin: bool,
+    pub(crate) rst: bool,
+    pub(crate) psh: bool,
+    pub(crate) window: u16,
+    pub(crate) mss: Option<u16>,
+    pub(crate) wscale: Option<u8>,
+    pub(crate) sack_permitted: bool,
+    pub(crate) sack: [Option<(u32, u32)>; 3],
+    pub(crate) timestamp: Option<(u32, u32)>,
+}
+
+impl OutHeader {
+    fn repr(&self) -> TcpRepr<'static> {
+        let control = if self.syn {
+            TcpControl::Syn
+        } else if self.fin {
+            TcpControl::Fin
+        } else if self.rst {
+            TcpControl::Rst
+        } else if self.psh {
+            TcpControl::Psh
+        } else {
+            TcpControl::None
+        };
+        TcpRepr {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            control,
+            seq_number: TcpSeqNumber(self.seq.0 as i32),
+            ack_number: self.ack.map(|a| TcpSeqNumber(a.0 as i32)),
+            window_len: self.window,
+            window_scale: self.wscale,
+            max_seg_size: self.mss,
+            sack_permitted: self.sack_permitted,
+            sack_ranges: self.sack,
+            timestamp: self.timestamp.map(|(v, e)| TcpTimestampRepr::new(v, e)),
+            payload: &[],
+        }
+    }
+
+    /// Header length in bytes (a multiple of 4).
+    pub(crate) fn header_len(&self) -> usize {
+        self.repr().header_len()
+    }
+
+    /// Write the header into `seg[..header_len]`; `seg[header_len..]` must already hold the
+    /// payload, since the checksum (software mode) covers all of `seg`.
+    pub(crate) fn emit(
+        &self,
+        seg: &mut [u8],
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        mode: ChecksumMode,
+    ) {
+        let repr = self.repr();
+        let mut pkt = TcpPacket::new_unchecked(&mut *seg);
+        let (s, d) = (IpAddress::Ipv4(src), IpAddress::Ipv4(dst));
+        repr.emit(&mut pkt, &s, &d, &caps(ChecksumMode::Offloaded));
+        // With FIN and PSH both wanted, TcpRepr keeps only FIN; set PSH by hand.
+        if self.psh {
+            pkt.set_psh(true);
+        }
+        if mode == ChecksumMode::Software {
+            pkt.fill_checksum(&s, &d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_with_options_and_payload() {
+        let src = Ipv4Address::new(10, 0, 0, 1);
+        let dst = Ipv4Address::new(10, 0, 0, 2);
+        let h = OutHeader {
+            src_port: 5000,
+            dst_port: 80,
+            seq: Seq32(0xffff_fff0),
+            ack: Some(Seq32(7)),
+            psh: true,
+            window: 512,
+            sack: [Some((100, 200)), None, None],
+            timestamp: Some((1, 2)),
+            ..Default::default()
+        };
+        let hl = h.header_len();
+        let mut buf = vec![0u8; hl + 5];
+        buf[hl..].copy_from_slice(b"hello");
+        h.emit(&mut buf, src, dst, ChecksumMode::Software);
+        let p = parse_segment(&buf, 0..buf.len(), src, dst, ChecksumMode::Software).unwrap();
+        assert_eq!(p.seq, Seq32(0xffff_fff0));
+        assert_eq!(p.ack, Some(Seq32(7)));
+        assert_eq!(&buf[p.payload.clone()], b"hello");
+        assert_eq!(p.sack[0], Some((Seq32(100), Seq32(200))));
+        assert_eq!(p.timestamp, Some((1, 2)));
+        buf[hl] ^= 1;
+        assert_eq!(
+            parse_segment(&buf, 0..buf.len(), src, dst, ChecksumMode::Software),
+            Err(SegError::BadChecksum)
+        );
+        assert!(parse_segment(&buf, 0..buf.len(), src, dst, ChecksumMode::Offloaded).is_ok());
+        assert_eq!(
+            parse_segment(&buf, 0..10, src, dst, ChecksumMode::Offloaded),
+            Err(SegError::Malformed)
+        );
+        assert_eq!(
+            parse_segment(&buf, 0..1000, src, dst, ChecksumMode::Offloaded),
+            Err(SegError::Malformed)
+        );
+    }
+}
