@@ -111,12 +111,12 @@ fn valid_ulpdu(rng: &mut Xoshiro256, stags: &[Stag]) -> Vec<u8> {
 fn mutated_segments_through_a_qp_never_panic() {
     let s = seed();
     let mut rng = Xoshiro256::seed_from_u64(s ^ 1);
-    for round in 0..1500 {
+    for round in 0..1500u64 {
         let mut qp = Qp::new(QpConfig {
             pd: PdId(1),
             ird: 2,
             ord: 2,
-            crc: round % 2 == 0,
+            crc: round.is_multiple_of(2),
             ..Default::default()
         });
         qp.establish();
@@ -134,7 +134,7 @@ fn mutated_segments_through_a_qp_never_panic() {
         })
         .unwrap();
         let mut framer = Framer::new(FramerConfig {
-            crc: round % 2 == 0,
+            crc: round.is_multiple_of(2),
             ..Default::default()
         });
         let mut stream = Vec::new();
@@ -148,7 +148,7 @@ fn mutated_segments_through_a_qp_never_panic() {
             let n = framer.frame(&[&u], &mut out).unwrap();
             stream.extend_from_slice(&out[..n]);
         }
-        if rng.next_u32() % 8 == 0 {
+        if rng.next_u32().is_multiple_of(8) {
             let k = (rng.next_u32() as usize) % stream.len();
             stream[k] ^= 0x10;
         }

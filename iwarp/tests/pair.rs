@@ -312,3 +312,80 @@ fn ord_limits_outstanding_reads_and_fifo_holds() {
     assert_eq!(ca.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0, 1, 2, 3]);
     assert_eq!(p.mem_a.bytes(a_sink.handle), p.mem_b.bytes(b_rd.handle));
 }
+
+#[test]
+fn bad_local_sge_fails_the_wr_only() {
+    let mut p = Pair::new(cfg(true, false), cfg(true, false), 7);
+    let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+    let a_src = p.mem_a.register(PD, rw, 0, 100);
+    let b_recv = p.mem_b.register(PD, rw, 0, 100);
+    p.b.post_recv(RecvRequest {
+        wr_id: 9,
+        sges: vec![Sge {
+            mr: b_recv.handle,
+            offset: 0,
+            len: 100,
+        }],
+    })
+    .unwrap();
+    // Past the end of the region: refused locally, nothing goes on the wire for it.
+    p.a.post_send(WorkRequest::new(
+        1,
+        WrOpcode::Send,
+        vec![Sge {
+            mr: a_src.handle,
+            offset: 90,
+            len: 20,
+        }],
+    ))
+    .unwrap();
+    p.a.post_send(WorkRequest::new(
+        2,
+        WrOpcode::Send,
+        vec![Sge {
+            mr: a_src.handle,
+            offset: 0,
+            len: 10,
+        }],
+    ))
+    .unwrap();
+    p.drive();
+    let c = p.completions_a();
+    assert_eq!(
+        c.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::LocalError), (2, WcStatus::Success)]
+    );
+    assert_eq!(p.a.state(), QpState::Rts);
+    let cb = p.completions_b();
+    assert_eq!((cb[0].wr_id, cb[0].byte_len), (9, 10));
+}
+
+#[test]
+fn unsignaled_wrs_complete_silently_in_order() {
+    let mut p = Pair::new(cfg(false, false), cfg(false, false), 8);
+    let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+    let a_src = p.mem_a.register(PD, rw, 0, 100);
+    let b_wr = p.mem_b.register(PD, Access::REMOTE_WRITE | rw, 0x10, 100);
+    for i in 0..4u64 {
+        let mut wr = WorkRequest::new(
+            i,
+            WrOpcode::Write,
+            vec![Sge {
+                mr: a_src.handle,
+                offset: i,
+                len: 10,
+            }],
+        );
+        wr.remote_stag = b_wr.stag;
+        wr.remote_to = 0x10 + 10 * i;
+        wr.flags.signaled = i == 3;
+        p.a.post_send(wr).unwrap();
+    }
+    p.drive();
+    let c = p.completions_a();
+    assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [3]);
+    assert!(
+        p.completions_b().is_empty(),
+        "Writes consume nothing at the sink"
+    );
+}

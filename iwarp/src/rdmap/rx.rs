@@ -12,7 +12,7 @@ use crate::error::{DdpError, Layer, RdmapError, TermCode, rdmap_etype};
 use crate::mpa::Deframed;
 use crate::rdmap::qp::{Completion, CqOpcode, Memory, Qp, QpState, RecvRequest, Sge, WcStatus};
 use crate::rdmap::terminate::{RDMA_HDR_LEN, TerminateHdr};
-use crate::rdmap::tx::TxMsg;
+use crate::rdmap::tx::{TxMsg, sges_ok};
 use crate::rdmap::wire::{
     self as rw, Header, HeaderError, Opcode, RdmapPart, aopcode, header_len, qn,
 };
@@ -283,6 +283,11 @@ impl Qp {
                         return Err(DdpError::UntaggedInvalidMo.into());
                     }
                     let rr = self.rq.pop_front().ok_or(DdpError::UntaggedNoBuffer)?;
+                    if !sges_ok(&*mem, &rr.sges, Access::LOCAL_WRITE) {
+                        // A receive we cannot write to: our fault, not the peer's.
+                        self.rx.cur_recv = Some(rr);
+                        return Err(RdmapError::LocalCatastrophic.into());
+                    }
                     self.rx.cur_recv = Some(rr);
                     self.rx.msg_off = 0;
                 }

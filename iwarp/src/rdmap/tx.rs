@@ -15,7 +15,7 @@ use crate::rdmap::terminate::TerminateHdr;
 use crate::rdmap::wire::{
     self as rw, AtomicRequest, Header, MAX_HDR_LEN, Opcode, RdmapPart, ReadRequest, aopcode, qn,
 };
-use crate::stag::MrHandle;
+use crate::stag::{Access, MemoryTable, MrHandle};
 
 /// Most region ranges one segment gathers.
 pub const MAX_PIECES: usize = 4;
@@ -132,6 +132,19 @@ impl TxMsg {
     }
 }
 
+/// Every SGE lies inside a registered region that grants `need` (local access check).
+pub(crate) fn sges_ok(mem: &dyn MemoryTable, sges: &[Sge], need: Access) -> bool {
+    sges.iter().all(|s| {
+        mem.by_handle(s.mr).is_some_and(|i| {
+            i.valid
+                && i.access.contains(need)
+                && s.offset
+                    .checked_add(u64::from(s.len))
+                    .is_some_and(|end| end <= i.len)
+        })
+    })
+}
+
 impl Qp {
     fn next_msn(&mut self, q: u32) -> u32 {
         let m = &mut self.tx_msn[q as usize];
@@ -168,6 +181,15 @@ impl Qp {
             }
             let wr = self.sq.pop_front()?;
             let seq = self.sq_begin();
+            let need = if needs_orq {
+                Access::LOCAL_WRITE
+            } else {
+                Access::LOCAL_READ
+            };
+            if !sges_ok(&*mem, &wr.sges, need) {
+                self.local_error_cqe(seq, &wr);
+                continue;
+            }
             let se = wr.flags.solicited;
             let total = wr.total_len();
             let (hdr, src, after) = match wr.opcode {
@@ -291,7 +313,7 @@ impl Qp {
     }
 
     fn terminate_segment(&mut self, t: TerminateHdr, max_ulpdu: usize) -> Option<TxSegment> {
-        let msn = self.next_msn(qn::TERMINATE);
+        let msn = self.tx_msn[qn::TERMINATE as usize].wrapping_add(1);
         let hdr = Header {
             opcode: Opcode::Terminate,
             ddp: rw::untagged(true, qn::TERMINATE, msn, 0, 0),
@@ -304,8 +326,11 @@ impl Qp {
             npieces: 0,
         };
         if hdr.buffer_len() > max_ulpdu.min(SEG_HDR_CAP) {
+            // Too small a segment for now: keep it for the next poll.
+            self.term_tx = Some(t);
             return None;
         }
+        self.tx_msn[qn::TERMINATE as usize] = msn;
         seg.hdr_len = hdr.emit(&mut seg.hdr);
         // RFC 5040 §5.5: after the Terminate the stream is dead.
         self.enter_error();
