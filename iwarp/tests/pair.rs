@@ -389,3 +389,58 @@ fn unsignaled_wrs_complete_silently_in_order() {
         "Writes consume nothing at the sink"
     );
 }
+
+#[test]
+fn graceful_close_and_abortive_close() {
+    let mut p = Pair::new(cfg(true, false), cfg(true, false), 9);
+    let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+    let a_src = p.mem_a.register(PD, rw, 0, 100);
+    let b_recv = p.mem_b.register(PD, rw, 0, 100);
+    for id in [1, 2] {
+        p.b.post_recv(RecvRequest {
+            wr_id: id,
+            sges: vec![Sge {
+                mr: b_recv.handle,
+                offset: 0,
+                len: 100,
+            }],
+        })
+        .unwrap();
+    }
+    p.a.post_send(WorkRequest::new(
+        5,
+        WrOpcode::Send,
+        vec![Sge {
+            mr: a_src.handle,
+            offset: 0,
+            len: 10,
+        }],
+    ))
+    .unwrap();
+    p.a.close();
+    assert_eq!(p.a.state(), QpState::Closing);
+    assert!(
+        p.a.post_send(WorkRequest::new(6, WrOpcode::Send, vec![]))
+            .is_err()
+    );
+    p.drive();
+    assert!(p.a.is_quiescent());
+    let now = iwarp::testing::test_now();
+    p.a.handle_stream_closed(now);
+    assert_eq!(p.a.state(), QpState::Idle);
+    assert_eq!(
+        p.completions_a()
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect::<Vec<_>>(),
+        [(5, WcStatus::Success)]
+    );
+    // B was not closing: the close is abortive for it; its unused receive is flushed.
+    p.b.handle_stream_closed(now);
+    assert_eq!(p.b.state(), QpState::Error);
+    let cb = p.completions_b();
+    assert_eq!(
+        cb.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::Success), (2, WcStatus::Flushed)]
+    );
+}

@@ -320,3 +320,48 @@ fn atomic_and_immediate_headers_round_trip() {
         }
     }
 }
+
+/// cap_send_bw frames 35, 36, 37, 96: a 64 KiB Send in FPDUs of ULPDU 1442 (18 + 1424), MSN 1
+/// throughout, MO 0, 1424, 2848, ..., the last one at MO 65504 with 32 bytes and L.
+#[test]
+fn send_segmentation_matches_siw() {
+    let mut mem = FixedMem {
+        regions: Vec::new(),
+    };
+    let src = mem.add(0x2222_2200, 0, 65536, Access::LOCAL_READ);
+    let mut q = qp(false);
+    q.post_send(WorkRequest::new(
+        1,
+        WrOpcode::Send,
+        vec![Sge {
+            mr: src,
+            offset: 0,
+            len: 65536,
+        }],
+    ))
+    .unwrap();
+    let mut stream = Vec::new();
+    let mut out = [0u8; 1448];
+    while let Some(n) = q.poll_fpdu(test_now(), 1448, &mut mem, &mut out) {
+        stream.extend_from_slice(&out[..n]);
+    }
+    let segs = ulpdus(&stream, false);
+    assert_eq!(segs.len(), 47);
+    for (i, s) in segs.iter().enumerate() {
+        let h = Header::parse(s).unwrap();
+        let last = i == 46;
+        assert_eq!(s.len(), if last { 50 } else { 1442 });
+        assert_eq!(h.ddp.last, last);
+        let mo = 1424 * i as u32;
+        assert_eq!(
+            h.ddp.buf,
+            DdpBuf::Untagged {
+                ulp_word: 0,
+                qn: 0,
+                msn: 1,
+                mo
+            }
+        );
+    }
+    assert_eq!(q.poll_completion().map(|c| c.byte_len), Some(65536));
+}

@@ -359,6 +359,28 @@ impl Qp {
         self.remote_term.as_ref()
     }
 
+    /// Nothing left to send or to wait for: no queued or running WR, no outstanding Read or
+    /// atomic, no response to send.
+    pub fn is_quiescent(&self) -> bool {
+        self.sq.is_empty()
+            && self.orq.is_empty()
+            && self.irq.is_empty()
+            && self.cur_tx.is_none()
+            && self.term_tx.is_none()
+    }
+
+    /// The LLP stream closed gracefully (FIN exchanged). A closing, quiescent QP goes back to
+    /// IDLE (its posted receives are flushed, as siw does); otherwise the close was abortive
+    /// and the QP enters ERROR with everything flushed (RFC 5040 §5.1).
+    pub fn handle_stream_closed(&mut self, _now: Instant) {
+        if self.state == QpState::Closing && self.is_quiescent() {
+            self.enter_error();
+            self.state = QpState::Idle;
+        } else {
+            self.enter_error();
+        }
+    }
+
     /// The LLP reports the stream lost (RST, timeout): go to ERROR and flush (RFC 5040 §5.1).
     pub fn handle_stream_lost(&mut self, _now: Instant) {
         self.enter_error();
