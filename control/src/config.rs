@@ -198,7 +198,10 @@ fn default_stats_interval() -> u64 {
 
 impl Default for StatsSection {
     fn default() -> Self {
-        StatsSection { file: None, interval_ms: default_stats_interval() }
+        StatsSection {
+            file: None,
+            interval_ms: default_stats_interval(),
+        }
     }
 }
 
@@ -488,16 +491,56 @@ mod tests {
     #[test]
     fn bad_values_name_key_and_allowed_values() {
         let cases = [
-            ("[port]\ndevice = \"eth0\"\nip = \"10.0.0.1/24\"\n", "port.device", "PCI address"),
-            ("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1\"\n", "port.ip", "10.77.0.1/24"),
-            ("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nmtu = 100\n", "port.mtu", "576..=9000"),
-            ("[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nrx_desc = 1000\n", "port.rx_desc", "power of two"),
-            (&format!("{MINIMAL}[dataplane]\nmode = \"fast\"\n"), "dataplane.mode", "\"stack\" or \"echo\""),
-            (&format!("{MINIMAL}[dataplane]\ncores = [999]\n"), "dataplane.cores", "does not exist"),
-            (&format!("{MINIMAL}[eal]\nhugepages = \"maybe\"\n"), "hugepages", "auto"),
-            (&format!("{MINIMAL}[log]\nlevel = \"loud\"\n"), "log.level", "error, warn, info"),
-            (&format!("{MINIMAL}[diag]\nping = \"x\"\n"), "diag.ping", "IPv4"),
-            (&format!("{MINIMAL}[stats]\ninterval_ms = 1\n"), "stats.interval_ms", ">= 10"),
+            (
+                "[port]\ndevice = \"eth0\"\nip = \"10.0.0.1/24\"\n",
+                "port.device",
+                "PCI address",
+            ),
+            (
+                "[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1\"\n",
+                "port.ip",
+                "10.77.0.1/24",
+            ),
+            (
+                "[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nmtu = 100\n",
+                "port.mtu",
+                "576..=9000",
+            ),
+            (
+                "[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\nrx_desc = 1000\n",
+                "port.rx_desc",
+                "power of two",
+            ),
+            (
+                &format!("{MINIMAL}[dataplane]\nmode = \"fast\"\n"),
+                "dataplane.mode",
+                "\"stack\" or \"echo\"",
+            ),
+            (
+                &format!("{MINIMAL}[dataplane]\ncores = [999]\n"),
+                "dataplane.cores",
+                "does not exist",
+            ),
+            (
+                &format!("{MINIMAL}[eal]\nhugepages = \"maybe\"\n"),
+                "hugepages",
+                "auto",
+            ),
+            (
+                &format!("{MINIMAL}[log]\nlevel = \"loud\"\n"),
+                "log.level",
+                "error, warn, info",
+            ),
+            (
+                &format!("{MINIMAL}[diag]\nping = \"x\"\n"),
+                "diag.ping",
+                "IPv4",
+            ),
+            (
+                &format!("{MINIMAL}[stats]\ninterval_ms = 1\n"),
+                "stats.interval_ms",
+                ">= 10",
+            ),
         ];
         for (text, key, allowed) in cases {
             let e = err(text);

@@ -12,7 +12,7 @@ use dataplane::stats::{SharedLcoreStats, render};
 use netcore::Duration;
 use std::net::Ipv4Addr;
 use std::time::Instant as WallClock;
-use tcp::iface::{DropReason, IfaceConfig, IfaceStats};
+use tcp::iface::{IfaceConfig, IfaceStats};
 
 /// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
 /// Returns the process exit status.
@@ -245,27 +245,7 @@ fn render_all(port: &Port, reports: &[LcoreReport], secs: f64) -> String {
 }
 
 fn iface_fields(s: &IfaceStats) -> Vec<(&'static str, u64)> {
-    let mut v = vec![
-        ("rx_frames", s.rx_frames),
-        ("rx_arp", s.rx_arp),
-        ("rx_ipv4", s.rx_ipv4),
-        ("rx_tcp", s.rx_tcp),
-        ("rx_icmp", s.rx_icmp),
-        ("arp_request_rx", s.arp_request_rx),
-        ("arp_reply_rx", s.arp_reply_rx),
-        ("arp_request_tx", s.arp_request_tx),
-        ("arp_reply_tx", s.arp_reply_tx),
-        ("neighbor_learned", s.neighbor_learned),
-        ("neighbor_failed", s.neighbor_failed),
-        ("icmp_echo_request_rx", s.icmp_echo_request_rx),
-        ("icmp_echo_reply_tx", s.icmp_echo_reply_tx),
-        ("icmp_echo_request_tx", s.icmp_echo_request_tx),
-        ("icmp_echo_reply_rx", s.icmp_echo_reply_rx),
-        ("tx_frames", s.tx_frames),
-    ];
-    for r in DropReason::ALL {
-        v.push((r.name(), s.dropped(r)));
-    }
+    let mut v = s.fields();
     v.retain(|(_, n)| *n != 0);
     v
 }

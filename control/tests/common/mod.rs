@@ -1,0 +1,266 @@
+//! Helpers for end-to-end tests: root check, network namespaces and processes that clean up
+//! after themselves (by name and PID), iwarpd configs in a temporary directory.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The iwarpd binary built for these tests.
+pub fn iwarpd() -> &'static str {
+    env!("CARGO_BIN_EXE_iwarpd")
+}
+
+/// True when running as root; otherwise prints a loud SKIPPED line.
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY-free: geteuid through the `id` command keeps this crate free of unsafe.
+    let out = Command::new("id").arg("-u").output().expect("run id -u");
+    let root = String::from_utf8_lossy(&out.stdout).trim() == "0";
+    if !root {
+        eprintln!(
+            "\n*** SKIPPED {test}: needs root (network namespaces, DPDK). CI runs as root. ***\n"
+        );
+    }
+    root
+}
+
+/// True when `tool` is on PATH; otherwise prints a loud SKIPPED line.
+pub fn have_tool(tool: &str, test: &str) -> bool {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("\n*** SKIPPED {test}: `{tool}` is not installed (make deps installs it). ***\n");
+    }
+    ok
+}
+
+/// Run a command, panicking with its output if it fails.
+pub fn sh(cmd: &str) -> Output {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("spawn sh");
+    assert!(
+        out.status.success(),
+        "command failed: {cmd}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Run a command and return (status ok, stdout+stderr).
+pub fn sh_lossy(cmd: &str) -> (bool, String) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("spawn sh");
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), s)
+}
+
+/// A short unique tag for names (interfaces are limited to 15 characters).
+pub fn tag() -> String {
+    format!("{:x}", std::process::id() % 0xffff)
+}
+
+/// Two namespaces joined by a veth; deleted on drop.
+pub struct VethPair {
+    /// Kernel-side namespace and interface.
+    pub kns: String,
+    /// Kernel-side interface.
+    pub kif: String,
+    /// Namespace where iwarpd runs.
+    pub dns: String,
+    /// iwarpd-side interface.
+    pub dif: String,
+}
+
+impl VethPair {
+    /// Create `k<tag>` (with `kernel_ip` on its end) and `d<tag>` namespaces and a veth.
+    pub fn new(name: &str, kernel_ip: &str) -> Self {
+        let t = format!("{name}{}", tag());
+        let p = VethPair {
+            kns: format!("iwk{t}"),
+            kif: format!("k{t}"),
+            dns: format!("iwd{t}"),
+            dif: format!("d{t}"),
+        };
+        let _ = sh_lossy(&format!(
+            "ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null",
+            p.kns, p.dns
+        ));
+        sh(&format!("ip netns add {}", p.kns));
+        sh(&format!("ip netns add {}", p.dns));
+        sh(&format!(
+            "ip link add {} type veth peer name {}",
+            p.kif, p.dif
+        ));
+        sh(&format!("ip link set {} netns {}", p.kif, p.kns));
+        sh(&format!("ip link set {} netns {}", p.dif, p.dns));
+        sh(&format!(
+            "ip -n {} addr add {kernel_ip} dev {}",
+            p.kns, p.kif
+        ));
+        sh(&format!("ip -n {} link set {} up", p.kns, p.kif));
+        sh(&format!("ip -n {} link set lo up", p.kns));
+        sh(&format!("ip -n {} link set {} up", p.dns, p.dif));
+        p
+    }
+
+    /// Run `cmd` inside the kernel-side namespace.
+    pub fn kexec(&self, cmd: &str) -> (bool, String) {
+        sh_lossy(&format!("ip netns exec {} {cmd}", self.kns))
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth ends inside it.
+        let _ = sh_lossy(&format!(
+            "ip netns del {}; ip netns del {}",
+            self.kns, self.dns
+        ));
+    }
+}
+
+/// A child process killed (SIGKILL, by PID) on drop unless it already exited.
+pub struct Proc {
+    /// The child.
+    pub child: Option<Child>,
+    /// Where its stdout+stderr go.
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Spawn `argv` with stdout and stderr to `log`.
+    pub fn spawn(argv: &[&str], log: &Path) -> Proc {
+        let f = std::fs::File::create(log).expect("create log");
+        let child = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdout(f.try_clone().expect("dup log"))
+            .stderr(f)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {argv:?}: {e}"));
+        Proc {
+            child: Some(child),
+            log: log.to_owned(),
+        }
+    }
+
+    /// PID of the child.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Send a signal by PID.
+    pub fn signal(&self, sig: &str) {
+        let _ = sh_lossy(&format!("kill -{sig} {}", self.pid()));
+    }
+
+    /// Wait up to `timeout` for exit; returns the exit code (None: still running or killed).
+    pub fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let start = Instant::now();
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                self.child = None;
+                return st.code();
+            }
+            if start.elapsed() > timeout {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The log so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until `needle` appears in the log (or timeout).
+    pub fn wait_for(&self, needle: &str, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if self.output().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // A test that failed half-way: ask for a clean stop first (so DPDK removes its
+        // runtime files), then kill.
+        if self.child.is_some() {
+            self.signal("TERM");
+            if self.wait(Duration::from_secs(5)).is_none()
+                && let Some(mut c) = self.child.take()
+            {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// Create `/tmp/iwarpd-test-<name>-<pid>`.
+    pub fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("iwarpd-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("mkdir");
+        TempDir(p)
+    }
+
+    /// Write a file in the directory and return its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    /// A path in the directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Value of `key = N` in section `[section]` of an iwarpd counters report.
+pub fn counter(report: &str, section: &str, key: &str) -> Option<u64> {
+    let mut in_section = false;
+    for line in report.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_section = l == format!("[{section}]");
+            continue;
+        }
+        if in_section
+            && let Some((k, v)) = l.split_once('=')
+            && k.trim() == key
+        {
+            return v.trim().parse().ok();
+        }
+    }
+    None
+}
