@@ -1,7 +1,7 @@
 //! Opaque monotonic time in nanoseconds, made by the caller (never read from a clock here).
 
-pub use core::time::Duration;
 use core::ops::{Add, AddAssign, Sub};
+pub use core::time::Duration;
 
 /// A point in time: nanoseconds since an arbitrary origin chosen by whoever drives the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
