@@ -143,7 +143,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn to(&self) -> u64 {
         be64(&self.buffer.as_ref()[field::TO])
     }
-    /// Untagged: RsvdULP[8:39] (RDMAP Invalidate STag).
+    /// Untagged: `RsvdULP[8:39]` (RDMAP Invalidate STag).
     pub fn ulp_word(&self) -> u32 {
         be32(&self.buffer.as_ref()[field::ULP_WORD])
     }
@@ -181,7 +181,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_to(&mut self, v: u64) {
         self.b()[field::TO].copy_from_slice(&v.to_be_bytes());
     }
-    /// Set RsvdULP[8:39].
+    /// Set `RsvdULP[8:39]`.
     pub fn set_ulp_word(&mut self, v: u32) {
         self.b()[field::ULP_WORD].copy_from_slice(&v.to_be_bytes());
     }
@@ -211,7 +211,7 @@ pub enum DdpBuf {
     },
     /// Untagged buffer model (RFC 5041 §4.3).
     Untagged {
-        /// RsvdULP[8:39]: the RDMAP Invalidate STag or zero.
+        /// `RsvdULP[8:39]`: the RDMAP Invalidate STag or zero.
         ulp_word: u32,
         /// Queue number.
         qn: u32,

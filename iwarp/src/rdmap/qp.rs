@@ -9,7 +9,7 @@
 //! [`Qp::poll_completion`] until `None`.
 //! - [`Qp::handle_stream`]: in-order TCP payload; walks the MPA deframer, validates each DDP
 //!   segment (STag, PD, rights, bounds, QN/MSN/MO) and hands payload bytes straight to the
-//!   [`Placer`](crate::stag::Placer) (one copy from the input slice to the region).
+//!   `Placer` (one copy from the input slice to the region).
 //! - [`Qp::poll_fpdu`]: the next FPDU (one per TCP segment, never larger than the EMSS).
 //!   [`Qp::poll_segment`] is the zero-copy seam: header bytes plus region ranges, for a TX path
 //!   that attaches region memory to the packet and frames in gather mode.

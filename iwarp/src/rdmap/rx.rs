@@ -127,6 +127,8 @@ impl Qp {
                     let (l, t, c) = e.term_code();
                     let code = TermCode::from_raw(l, t, c);
                     self.fail(code, TerminateHdr::new(code, None, None));
+                    // The framing is lost: nothing after this point can be trusted.
+                    return input.len();
                 }
                 Some(Ok(Deframed::Start { ulpdu_len })) => {
                     let rx = &mut self.rx;
@@ -177,7 +179,7 @@ impl Qp {
             let rx = &mut self.rx;
             while rx.header.is_none() && !d.is_empty() {
                 let want = if rx.hdr_len == 0 { 2 } else { rx.hdr_len };
-                let n = (want - rx.have).min(d.len());
+                let n = want.saturating_sub(rx.have).min(d.len());
                 let (take, rest) = d.split_at(n);
                 rx.hdr[rx.have..rx.have + n].copy_from_slice(take);
                 rx.have += n;
