@@ -103,41 +103,82 @@ pub trait MemoryTable {
     fn invalidate(&mut self, stag: Stag) -> Result<(), AccessError>;
 }
 
-/// RFC 7306 §5.2 atomic operations, executed on 8 aligned bytes of a region.
+/// RFC 7306 atomic operations, executed on 8 aligned bytes of a region, with the masks of
+/// the Atomic Request header (RFC 7306 §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtomicOp {
-    /// `*p += add` (masked add is not modelled: mask must be all ones).
+    /// `*p += add`. Each set bit of `add_mask` ends a field: the carry out of that bit is
+    /// dropped, so one request adds several independent fields; 0 is a plain 64-bit add.
     FetchAdd {
         /// Addend.
         add: u64,
+        /// Field boundaries (0 = one 64-bit field).
+        add_mask: u64,
     },
-    /// `if *p == compare { *p = swap }`.
+    /// `if *p & compare_mask == compare & compare_mask { *p = (*p & !swap_mask) |
+    /// (swap & swap_mask) }`.
     CmpSwap {
         /// Compared value.
         compare: u64,
+        /// Bits that take part in the compare.
+        compare_mask: u64,
         /// New value.
         swap: u64,
+        /// Bits that are replaced.
+        swap_mask: u64,
     },
-    /// `*p = swap`.
+    /// `*p = (*p & !swap_mask) | (swap & swap_mask)`.
     Swap {
         /// New value.
         swap: u64,
+        /// Bits that are replaced.
+        swap_mask: u64,
     },
 }
 
 impl AtomicOp {
+    /// Unmasked FetchAdd.
+    pub fn fetch_add(add: u64) -> AtomicOp {
+        AtomicOp::FetchAdd { add, add_mask: 0 }
+    }
+
+    /// Unmasked CompareSwap.
+    pub fn cmp_swap(compare: u64, swap: u64) -> AtomicOp {
+        AtomicOp::CmpSwap {
+            compare,
+            compare_mask: u64::MAX,
+            swap,
+            swap_mask: u64::MAX,
+        }
+    }
+
     /// The new value for an original value `orig`.
     pub fn apply(self, orig: u64) -> u64 {
+        let merge = |orig: u64, v: u64, m: u64| (orig & !m) | (v & m);
         match self {
-            AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
-            AtomicOp::CmpSwap { compare, swap } => {
-                if orig == compare {
-                    swap
+            AtomicOp::FetchAdd { add, add_mask: 0 } => orig.wrapping_add(add),
+            AtomicOp::FetchAdd { add, add_mask } => {
+                let (mut out, mut carry) = (0u64, 0u64);
+                for bit in 0..64 {
+                    let s = (orig >> bit & 1) + (add >> bit & 1) + carry;
+                    out |= (s & 1) << bit;
+                    carry = if add_mask >> bit & 1 == 1 { 0 } else { s >> 1 };
+                }
+                out
+            }
+            AtomicOp::CmpSwap {
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => {
+                if orig & compare_mask == compare & compare_mask {
+                    merge(orig, swap, swap_mask)
                 } else {
                     orig
                 }
             }
-            AtomicOp::Swap { swap } => swap,
+            AtomicOp::Swap { swap, swap_mask } => merge(orig, swap, swap_mask),
         }
     }
 }
@@ -265,23 +306,31 @@ mod tests {
 
     #[test]
     fn atomic_ops() {
-        assert_eq!(AtomicOp::FetchAdd { add: 5 }.apply(u64::MAX), 4);
+        assert_eq!(AtomicOp::fetch_add(5).apply(u64::MAX), 4);
+        assert_eq!(AtomicOp::cmp_swap(3, 9).apply(3), 9);
+        assert_eq!(AtomicOp::cmp_swap(3, 9).apply(4), 4);
         assert_eq!(
-            AtomicOp::CmpSwap {
-                compare: 3,
-                swap: 9
-            }
-            .apply(3),
-            9
-        );
-        assert_eq!(
-            AtomicOp::CmpSwap {
-                compare: 3,
-                swap: 9
+            AtomicOp::Swap {
+                swap: 7,
+                swap_mask: !0
             }
             .apply(4),
-            4
+            7
         );
-        assert_eq!(AtomicOp::Swap { swap: 7 }.apply(4), 7);
+        // Two 32-bit fields: the low field's carry does not reach the high one.
+        let op = AtomicOp::FetchAdd {
+            add: 0x0000_0001_0000_0001,
+            add_mask: 0x8000_0000_8000_0000,
+        };
+        assert_eq!(op.apply(0x0000_0005_ffff_ffff), 0x0000_0006_0000_0000);
+        // Compare and swap only the low byte.
+        let op = AtomicOp::CmpSwap {
+            compare: 0x11,
+            compare_mask: 0xff,
+            swap: 0x22,
+            swap_mask: 0xff,
+        };
+        assert_eq!(op.apply(0xab11), 0xab22);
+        assert_eq!(op.apply(0xab12), 0xab12);
     }
 }

@@ -506,11 +506,19 @@ impl Qp {
                     check_access(&*mem, a.stag, pd, Access::REMOTE_ATOMIC, a.to, 8)
                 {
                     let op = match a.aopcode {
-                        aopcode::FETCH_ADD => AtomicOp::FetchAdd { add: a.add_swap },
-                        aopcode::SWAP => AtomicOp::Swap { swap: a.add_swap },
+                        aopcode::FETCH_ADD => AtomicOp::FetchAdd {
+                            add: a.add_swap,
+                            add_mask: a.add_swap_mask,
+                        },
+                        aopcode::SWAP => AtomicOp::Swap {
+                            swap: a.add_swap,
+                            swap_mask: a.add_swap_mask,
+                        },
                         _ => AtomicOp::CmpSwap {
                             compare: a.compare,
+                            compare_mask: a.compare_mask,
                             swap: a.add_swap,
+                            swap_mask: a.add_swap_mask,
                         },
                     };
                     let orig = mem.atomic(info.handle, off, op);

@@ -263,10 +263,14 @@ impl Qp {
                     (hdr, Src::None, After::ToOrq(o))
                 }
                 WrOpcode::FetchAdd { .. } | WrOpcode::CmpSwap { .. } => {
-                    let (aop, add_swap, compare) = match wr.opcode {
-                        WrOpcode::FetchAdd { add } => (aopcode::FETCH_ADD, add, 0),
-                        WrOpcode::CmpSwap { compare, swap } => (aopcode::CMP_SWAP, swap, compare),
-                        _ => (aopcode::FETCH_ADD, 0, 0),
+                    // Unmasked operations: add mask 0 (one 64-bit field), full compare and
+                    // swap masks (RFC 7306 §4.3).
+                    let (aop, add_swap, add_swap_mask, compare) = match wr.opcode {
+                        WrOpcode::FetchAdd { add } => (aopcode::FETCH_ADD, add, 0, 0),
+                        WrOpcode::CmpSwap { compare, swap } => {
+                            (aopcode::CMP_SWAP, swap, u64::MAX, compare)
+                        }
+                        _ => (aopcode::FETCH_ADD, 0, 0, 0),
                     };
                     let req_id = self.next_atomic_id;
                     self.next_atomic_id = self.next_atomic_id.wrapping_add(1);
@@ -276,7 +280,7 @@ impl Qp {
                         stag: wr.remote_stag,
                         to: wr.remote_to,
                         add_swap,
-                        add_swap_mask: u64::MAX,
+                        add_swap_mask,
                         compare,
                         compare_mask: u64::MAX,
                     };
