@@ -12,6 +12,7 @@ pub mod lcore;
 pub mod mbuf;
 pub mod mempool;
 pub mod port;
+pub mod rss;
 pub mod signal;
 pub mod stats;
 
