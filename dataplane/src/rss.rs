@@ -77,7 +77,8 @@ mod tests {
     /// The IPv4 vectors of Microsoft's "Verifying the RSS Hash Calculation" (same key as ours).
     #[test]
     fn microsoft_verification_vectors() {
-        let v: [([u8; 4], u16, [u8; 4], u16, u32, u32); 5] = [
+        type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
+        let v: [Vector; 5] = [
             (
                 [66, 9, 149, 187],
                 2794,
