@@ -26,6 +26,7 @@ struct LinkParams {
     loss: f64,
     dup: f64,
     corrupt: f64,
+    reorder: f64,
     delay: Duration,
     jitter: Duration,
 }
@@ -36,6 +37,7 @@ impl LinkParams {
             loss: rng.gen_range(0.0..0.05),
             dup: rng.gen_range(0.0..0.02),
             corrupt: rng.gen_range(0.0..0.005),
+            reorder: rng.gen_range(0.0..0.1),
             delay: Duration::from_micros(rng.gen_range(50..5000)),
             jitter: Duration::from_micros(rng.gen_range(0..2000)),
         }
@@ -71,7 +73,12 @@ impl Link {
                 pkt[i] ^= 1 << rng.gen_range(0..8);
             }
             let j = self.p.jitter.as_nanos() as u64;
-            let extra = if j > 0 { rng.gen_range(0..j) } else { 0 };
+            // A fraction of packets is held back by up to `jitter`: that reorders them.
+            let extra = if j > 0 && rng.gen_bool(self.p.reorder) {
+                rng.gen_range(0..j)
+            } else {
+                0
+            };
             let at = now + self.p.delay + Duration::from_nanos(extra);
             self.n += 1;
             self.q.push(Reverse((at, self.n, pkt)));
@@ -134,6 +141,9 @@ struct Ours {
     close_sent: bool,
     acked_upto: u64,
     why: Option<tcp::CloseReason>,
+    /// Close only after the peer's FIN (smoltcp 0.12 drops its retransmission timer on
+    /// every ACK it gets in CLOSE-WAIT, so it can stall if we half-close while it sends).
+    close_after_fin: bool,
 }
 
 impl Ours {
@@ -151,6 +161,7 @@ impl Ours {
             close_sent: false,
             acked_upto: 0,
             why: None,
+            close_after_fin: false,
         }
     }
 }
@@ -239,7 +250,11 @@ impl Node for Ours {
                 self.queued += n;
             }
         }
-        if self.queued == total && !self.close_sent && c.state().is_synchronized() {
+        if self.queued == total
+            && !self.close_sent
+            && c.state().is_synchronized()
+            && (!self.close_after_fin || self.fin)
+        {
             c.close();
             self.close_sent = true;
         }
@@ -437,10 +452,11 @@ mod smol {
             matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait)
         }
         fn describe(&self) -> String {
-            format!(
-                "smoltcp {:?}",
-                self.sockets.get::<tcp::Socket>(self.h).state()
-            )
+            let s = self.sockets.get::<tcp::Socket>(self.h);
+            if std::env::var("SIM_TRACE").is_ok() {
+                return format!("smoltcp {s:?}");
+            }
+            format!("smoltcp {:?}", s.state())
         }
     }
 }
@@ -570,6 +586,12 @@ fn simulate(
             b_tx.len(),
             b.received().len(),
             a_tx.len()
+        );
+    }
+    if std::env::var("SIM_TRACE").is_ok() {
+        eprintln!(
+            "seed {seed}: done at {now:?} after {steps} steps, {} + {} packets",
+            ab.delivered, ba.delivered
         );
     }
     assert_eq!(
@@ -704,6 +726,7 @@ fn smoltcp_to_ours() {
             };
             let mut b = Ours::new(sim_cfg(&mut rng), B_IP, b_tx.clone(), 4);
             b.ep.listen(PORT);
+            b.close_after_fin = true;
             let mut a = smol::Smol::new(A_IP, Some(B_IP), a_tx.clone());
             simulate(seed, &mut a, &mut b, &a_tx, &b_tx, &mut rng, p, false);
         });
