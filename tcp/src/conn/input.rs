@@ -133,6 +133,18 @@ impl<B: SegBuf> Connection<B> {
 
     /// RFC 9293 §3.10.7.4: SYN-RECEIVED and the synchronized states.
     fn rx_synchronized(&mut self, now: Instant, mut h: SegmentHeader, buf: B) {
+        if self.state == State::SynReceived && h.syn && h.seq == self.irs && !h.rst {
+            if h.ack.is_none() {
+                // A retransmitted SYN: our SYN-ACK was lost, send it again.
+                self.snd_nxt = 0;
+                self.syn_needed = true;
+                return;
+            }
+            // Simultaneous open (RFC 9293 §3.5 figure 8): the peer's SYN-ACK repeats the SYN
+            // we already have; drop the SYN and process the rest as the handshake's ACK.
+            h.syn = false;
+            h.seq = h.seq + 1u32;
+        }
         // RFC 7323 §5.3 R1: PAWS.
         if self.ts_ok
             && !h.rst
@@ -175,12 +187,6 @@ impl<B: SegBuf> Connection<B> {
         }
         // Fourth: SYN (RFC 5961 §4.2; RFC 9293 §3.10.7.4).
         if h.syn {
-            if self.state == State::SynReceived && h.seq == self.irs && h.ack.is_none() {
-                // Retransmitted SYN: our SYN-ACK was lost.
-                self.snd_nxt = 0;
-                self.syn_needed = true;
-                return;
-            }
             self.challenge_ack(now);
             return;
         }
@@ -255,6 +261,10 @@ impl<B: SegBuf> Connection<B> {
             let fin_at = seg_start + plen as i64;
             if fin_at >= self.rcv_nxt as i64 && self.rcv_fin.is_none() {
                 self.rcv_fin = Some(fin_at as u64);
+            }
+            if fin_at > self.rcv_nxt as i64 {
+                // Out of order: acknowledge at once (RFC 5681 §4.2).
+                self.ack_now = true;
             }
         }
         self.check_fin(now);

@@ -155,6 +155,11 @@ impl Runner {
     }
 
     fn advance(&mut self, to: Instant) {
+        if to <= self.now {
+            // Same instant: actions (send, close...) take effect together; output is
+            // collected by the next `>`, `<`, `none` or time step.
+            return;
+        }
         loop {
             self.pump();
             if !self.queue.is_empty() {
@@ -530,6 +535,20 @@ fn parse_state(s: &str, r: &Runner) -> tcp::State {
     }
 }
 
+/// Prelude for scripts that start from ESTABLISHED (passive open, no options but SACK).
+pub const EST: &str = "
+0   listen 8080
+0   < S 0:0(0) win 65535 <mss 1460,sackOK>
+0   > S. 0:0(0) ack 1 <mss 1460,sackOK>
+0   < . 1:1(0) ack 1 win 65535
+0   event Connected
+";
+
+/// Run `text` after the [`EST`] prelude (config lines in `cfg` go first).
+pub fn run_est(cfg: &str, text: &str) {
+    run(&format!("{cfg}\n{EST}\n{text}"))
+}
+
 /// Run a script with the default script configuration.
 pub fn run(text: &str) {
     run_with(script_cfg(), text)
@@ -570,7 +589,7 @@ pub fn run_with(cfg: TcpConfig, text: &str) {
         let rest = &toks[1..];
         step(&mut r, rest);
     }
-    r.advance(r.now);
+    r.pump();
     if let Some(o) = r.queue.front() {
         r.fail(&format!("unexpected segment at end: {}", describe(o, &r)));
     }
@@ -584,6 +603,7 @@ fn num<T: std::str::FromStr>(r: &Runner, s: Option<&&str>) -> T {
 fn step(r: &mut Runner, t: &[&str]) {
     match t {
         ["<", rest @ ..] => {
+            r.pump();
             let s = parse_spec(rest, r);
             inbound(r, s);
         }
