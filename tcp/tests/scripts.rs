@@ -52,3 +52,6 @@ mod harness_self_check {
 
 #[path = "script/close.rs"]
 mod close;
+
+#[path = "script/data.rs"]
+mod data;

@@ -395,11 +395,16 @@ impl<B: SegBuf> Connection<B> {
         {
             let w = u64::from(h.window) << self.snd_wscale;
             wnd_changed = w != self.snd_wnd;
+            let was_zero = self.snd_wnd == 0;
             self.snd_wnd = w;
             self.max_snd_wnd = self.max_snd_wnd.max(w);
             self.snd_wl1 = h.seq;
             self.snd_wl2 = ack;
             if w > 0 {
+                if self.persist_at.is_some() || was_zero {
+                    // The window reopened: persist backoff no longer applies.
+                    self.rtt.backoff = 0;
+                }
                 self.persist_at = None;
             }
         }

@@ -52,6 +52,14 @@ impl<B: SegBuf> Connection<B> {
         if let Some(plan) = self.plan(now) {
             return self.send_plan(now, plan, buf, src);
         }
+        if self.probe_due {
+            // RFC 9293 §3.8.6.1 zero-window probe. Like Linux, the probe is SND.UNA - 1 without
+            // data: the peer answers with its window and nothing enters sequence space.
+            self.probe_due = false;
+            let mut h = self.base_header();
+            h.seq = self.wire_snd(self.snd_una) - 1;
+            return self.emit(now, h, buf, 0..0, src);
+        }
         if self.keepalive_due {
             // RFC 9293 §3.8.4: a probe with SEG.SEQ = SND.NXT - 1 and no data.
             self.keepalive_due = false;
@@ -163,12 +171,7 @@ impl<B: SegBuf> Connection<B> {
         let cwnd_room = self.cc.cwnd.saturating_sub(in_flight);
         let wnd_edge = self.snd_una + self.snd_wnd;
         let wnd_room = wnd_edge.saturating_sub(self.snd_nxt);
-        let mut room = cwnd_room.min(wnd_room);
-        let probe = self.probe_due && self.snd_wnd == 0;
-        if probe {
-            // RFC 9293 §3.8.6.1: a zero-window probe carries one byte.
-            room = 1;
-        }
+        let room = cwnd_room.min(wnd_room);
         if self.snd_nxt < fin_at {
             let avail = fin_at - self.snd_nxt;
             let end =
@@ -180,10 +183,7 @@ impl<B: SegBuf> Connection<B> {
                 // RFC 9293 §3.7.4 Nagle; §3.8.6.2.1 sender SWS avoidance.
                 let nagle_ok = !self.cfg.nagle || len == emss || !outstanding;
                 let sws_ok = full || len * 2 >= self.max_snd_wnd || !outstanding;
-                if probe || (nagle_ok && sws_ok) {
-                    if probe {
-                        self.probe_due = false;
-                    }
+                if nagle_ok && sws_ok {
                     let fin = self.fin_queued && end == fin_at;
                     return Some(Plan {
                         start: self.snd_nxt,

@@ -79,24 +79,14 @@ impl<B: SegBuf> Connection<B> {
         }
         if self.rtx_at.is_some_and(|t| t <= now) {
             self.rtx_at = None;
-            self.on_rto(now);
+            self.on_rto();
         }
         self.arm_timers(now);
     }
 
     /// RFC 6298 §5.4-§5.6 with RFC 5681 §3.1 (loss window) and RFC 6675 §5.1.
-    fn on_rto(&mut self, now: Instant) {
+    fn on_rto(&mut self) {
         if self.snd_una >= self.snd_max {
-            return;
-        }
-        if self.snd_wnd == 0 && self.state.is_synchronized() && self.snd_max - self.snd_una <= 1 {
-            // A lost zero-window probe: probe again, backing off, without counting it as a
-            // retransmission failure (RFC 9293 §3.8.6.1: keep probing while the peer answers).
-            self.rtt.back_off();
-            self.snd_nxt = self.snd_una;
-            self.probe_due = true;
-            self.rtt_probe = None;
-            let _ = now;
             return;
         }
         self.retries += 1;

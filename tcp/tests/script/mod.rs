@@ -539,7 +539,7 @@ fn parse_state(s: &str, r: &Runner) -> tcp::State {
 pub const EST: &str = "
 0   listen 8080
 0   < S 0:0(0) win 65535 <mss 1460,sackOK>
-0   > S. 0:0(0) ack 1 <mss 1460,sackOK>
+0   > S. 0:0(0) ack 1
 0   < . 1:1(0) ack 1 win 65535
 0   event Connected
 ";
@@ -748,6 +748,13 @@ fn step(r: &mut Runner, t: &[&str]) {
             };
             if got != v {
                 r.fail(&format!("stat {name} = {got}"));
+            }
+        }
+        ["acked", v] => {
+            let v: u64 = num(r, Some(v));
+            let got = r.conn_mut().acked_offset();
+            if got != v {
+                r.fail(&format!("acked offset {got}"));
             }
         }
         ["emss", v] => {
