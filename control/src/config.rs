@@ -51,6 +51,9 @@ pub struct Config {
     /// `[stats]`
     #[serde(default)]
     pub stats: StatsSection,
+    /// `[tcp]`
+    #[serde(default)]
+    pub tcp: TcpSection,
     /// `[diag]`
     #[serde(default)]
     pub diag: DiagSection,
@@ -160,7 +163,7 @@ fn default_cores() -> Vec<usize> {
     vec![0]
 }
 fn default_mbufs() -> u32 {
-    8191
+    32767
 }
 fn default_mbuf_cache() -> u32 {
     256
@@ -173,7 +176,7 @@ impl Default for DataplaneSection {
     fn default() -> Self {
         DataplaneSection {
             cores: default_cores(),
-            mbufs: 8191,
+            mbufs: default_mbufs(),
             mbuf_cache: 256,
             mode: default_mode(),
         }
@@ -205,6 +208,64 @@ impl Default for StatsSection {
     }
 }
 
+/// `[tcp]`: the userspace TCP (defaults suit 10/40GbE).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpSection {
+    /// MSS we announce; 0 means MTU - 40.
+    pub mss: u16,
+    /// Receive window in bytes (16 KiB..=1 GiB).
+    pub recv_window: u32,
+    /// Send buffer in bytes (16 KiB..=1 GiB).
+    pub send_window: u32,
+    /// Window scale shift we offer (0..=14); -1 disables the option.
+    pub window_scale: i8,
+    /// Offer/accept SACK.
+    pub sack: bool,
+    /// Offer/accept timestamps.
+    pub timestamps: bool,
+    /// "cubic" or "newreno".
+    pub cc: String,
+    /// Delayed-ACK timeout in microseconds (0: acknowledge at once; at most 500000).
+    pub delayed_ack_us: u64,
+    /// Nagle's algorithm.
+    pub nagle: bool,
+    /// Keepalive idle time in seconds (0: off).
+    pub keepalive_secs: u64,
+    /// TIME-WAIT duration in milliseconds.
+    pub time_wait_ms: u64,
+    /// Minimum RTO in milliseconds.
+    pub rto_min_ms: u64,
+    /// Initial RTO in milliseconds.
+    pub rto_initial_ms: u64,
+    /// Maximum RTO in milliseconds.
+    pub rto_max_ms: u64,
+    /// Bytes held out of order per connection.
+    pub max_ooo_bytes: usize,
+}
+
+impl Default for TcpSection {
+    fn default() -> Self {
+        TcpSection {
+            mss: 0,
+            recv_window: 4 << 20,
+            send_window: 4 << 20,
+            window_scale: 7,
+            sack: true,
+            timestamps: true,
+            cc: "cubic".into(),
+            delayed_ack_us: 1000,
+            nagle: false,
+            keepalive_secs: 0,
+            time_wait_ms: 60_000,
+            rto_min_ms: 5,
+            rto_initial_ms: 1000,
+            rto_max_ms: 60_000,
+            max_ooo_bytes: 4 << 20,
+        }
+    }
+}
+
 /// `[diag]`: diagnostics for testing with ordinary tools.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -227,6 +288,43 @@ pub struct DiagSection {
     /// Stop after this many seconds (0: run until SIGINT/SIGTERM).
     #[serde(default)]
     pub run_seconds: u64,
+    /// TCP echo service port.
+    #[serde(default)]
+    pub echo_port: Option<u16>,
+    /// TCP discard service port.
+    #[serde(default)]
+    pub discard_port: Option<u16>,
+    /// Hash what the discard service receives (SHA-256 printed per connection).
+    #[serde(default = "default_true")]
+    pub discard_sha256: bool,
+    /// Echo ring per connection in bytes.
+    #[serde(default = "default_echo_buffer")]
+    pub echo_buffer: usize,
+    /// Connect to "a.b.c.d:port" and send `send_bytes` pattern bytes plus their SHA-256.
+    #[serde(default)]
+    pub send_to: Option<String>,
+    /// Pattern bytes per connection.
+    #[serde(default = "default_send_bytes")]
+    pub send_bytes: u64,
+    /// Parallel sender connections.
+    #[serde(default = "default_one")]
+    pub send_connections: u32,
+    /// Exit when every sender connection is done (status 1 if one failed).
+    #[serde(default)]
+    pub exit_after_send: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_echo_buffer() -> usize {
+    4 << 20
+}
+fn default_send_bytes() -> u64 {
+    1 << 20
+}
+fn default_one() -> u32 {
+    1
 }
 
 impl Default for DiagSection {
@@ -238,6 +336,14 @@ impl Default for DiagSection {
             ping_size: default_ping_size(),
             exit_after_ping: false,
             run_seconds: 0,
+            echo_port: None,
+            discard_port: None,
+            discard_sha256: true,
+            echo_buffer: default_echo_buffer(),
+            send_to: None,
+            send_bytes: default_send_bytes(),
+            send_connections: 1,
+            exit_after_send: false,
         }
     }
 }
@@ -437,6 +543,15 @@ impl Config {
         let d = self.port.device.trim();
         d.split(',').next().unwrap_or(d)
     }
+}
+
+/// Parse "a.b.c.d:port".
+pub fn parse_sockaddr(s: &str) -> Option<(Ipv4Addr, u16)> {
+    let (a, p) = s.split_once(':')?;
+    Some((
+        a.trim().parse().ok()?,
+        p.trim().parse().ok().filter(|&p: &u16| p != 0)?,
+    ))
 }
 
 /// `dddd:bb:dd.f` or `bb:dd.f`.

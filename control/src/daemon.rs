@@ -1,11 +1,13 @@
 //! Bring-up, the control loop (stats file), and clean teardown of one `iwarpd`.
 
+use crate::config::parse_sockaddr;
 use crate::config::{Config, parse_cidr};
 use crate::eal_args::{self, RUNTIME_DIR};
 use anyhow::{Context, Result, bail};
 use dataplane::eal::Eal;
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::Mempool;
+use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, fmt_mac};
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
@@ -13,6 +15,7 @@ use netcore::Duration;
 use std::net::Ipv4Addr;
 use std::time::Instant as WallClock;
 use tcp::iface::{IfaceConfig, IfaceStats};
+use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
 
 /// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
 /// Returns the process exit status.
@@ -96,6 +99,8 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
     });
     let ping = ping.transpose()?;
 
+    let tcp_cfg = tcp_config(cfg);
+    let services = services(cfg);
     let setups: Vec<LcoreSetup> = cfg
         .dataplane
         .cores
@@ -106,8 +111,15 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             queue: port.queue(i as u16),
             iface: iface.clone(),
             mode,
-            // The diagnostic ping runs on the first thread only.
+            // The diagnostic ping and the sender run on the first thread only.
             ping: if i == 0 { ping } else { None },
+            tcp: tcp_cfg.clone(),
+            services: Services {
+                send: if i == 0 { services.send.clone() } else { None },
+                ..services.clone()
+            },
+            exit_when_sent: cfg.diag.exit_after_send,
+            secret: random_secret(),
         })
         .collect();
     let shared: Vec<SharedLcoreStats> =
@@ -155,7 +167,12 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
 
     let report = render_all(&port, &reports, started.elapsed().as_secs_f64());
     println!("{report}");
-    let status = ping_status(&reports, ping.as_ref());
+    let mut status = ping_status(&reports, ping.as_ref());
+    if let Some(sr) = reports.first().and_then(|r| r.send.as_ref())
+        && (sr.failed > 0 || sr.completed < cfg.diag.send_connections)
+    {
+        status = 1;
+    }
     if let Some(file) = &cfg.stats.file {
         let _ = write_atomically(file, &report);
     }
@@ -224,6 +241,28 @@ fn render_all(port: &Port, reports: &[LcoreReport], secs: f64) -> String {
             &iface_fields(&r.iface),
             &mut out,
         );
+        render(&format!("lcore.{i}.tcp"), &tcp_fields(&r.tcp), &mut out);
+        let n = &r.netstack;
+        render(
+            &format!("lcore.{i}.netstack"),
+            &[
+                ("accepted", n.accepted),
+                ("reaped", n.reaped),
+                ("tx_no_neighbor", n.tx_no_neighbor),
+                ("tx_no_mbuf", n.tx_no_mbuf),
+            ],
+            &mut out,
+        );
+        if let Some(sr) = &r.send {
+            out.push_str(&format!(
+                "[lcore.{i}.send]\ncompleted = {}\nfailed = {}\nbytes = {}\nsecs = {:.3}\ngbps = {:.3}\n\n",
+                sr.completed,
+                sr.failed,
+                sr.bytes,
+                sr.secs,
+                if sr.secs > 0.0 { sr.bytes as f64 * 8.0 / sr.secs / 1e9 } else { 0.0 }
+            ));
+        }
         if let Some(p) = &r.ping {
             let mut rtts: Vec<f64> = p.rtts.iter().map(|d| d.as_secs_f64() * 1e6).collect();
             rtts.sort_by(f64::total_cmp);
@@ -242,6 +281,95 @@ fn render_all(port: &Port, reports: &[LcoreReport], secs: f64) -> String {
         }
     }
     out
+}
+
+/// `TcpConfig` from `[tcp]` (validated already).
+pub fn tcp_config(cfg: &Config) -> TcpConfig {
+    let t = &cfg.tcp;
+    let ms = Duration::from_millis;
+    TcpConfig {
+        mss: if t.mss == 0 { cfg.port.mtu - 40 } else { t.mss },
+        recv_window: t.recv_window,
+        send_window: t.send_window,
+        window_scale: u8::try_from(t.window_scale).ok(),
+        sack: t.sack,
+        timestamps: t.timestamps,
+        cc: if t.cc == "newreno" {
+            CongestionControl::NewReno
+        } else {
+            CongestionControl::Cubic
+        },
+        delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),
+        nagle: t.nagle,
+        keepalive: (t.keepalive_secs > 0).then(|| Keepalive {
+            idle: Duration::from_secs(t.keepalive_secs),
+            interval: Duration::from_secs(t.keepalive_secs.div_ceil(9).max(1)),
+            count: 9,
+        }),
+        time_wait: ms(t.time_wait_ms),
+        rto_initial: ms(t.rto_initial_ms),
+        rto_min: ms(t.rto_min_ms),
+        rto_max: ms(t.rto_max_ms),
+        max_ooo_bytes: t.max_ooo_bytes,
+        ..TcpConfig::default()
+    }
+}
+
+fn services(cfg: &Config) -> Services {
+    let d = &cfg.diag;
+    Services {
+        echo_port: d.echo_port,
+        discard_port: d.discard_port,
+        discard_sha256: d.discard_sha256,
+        echo_buffer: d.echo_buffer,
+        send: d
+            .send_to
+            .as_deref()
+            .and_then(parse_sockaddr)
+            .map(|(ip, port)| SendJob {
+                dst: ip.octets(),
+                port,
+                bytes: d.send_bytes,
+                connections: d.send_connections,
+            }),
+    }
+}
+
+/// 16 random bytes from the OS (ISN key, STag keys, pattern seeds).
+fn random_secret() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    if let Err(e) = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+    {
+        tracing::warn!("cannot read /dev/urandom ({e}); using the clock as ISN key");
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        b[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
+    }
+    b
+}
+
+fn tcp_fields(s: &TcpStats) -> Vec<(&'static str, u64)> {
+    let mut v = vec![
+        ("segs_in", s.segs_in),
+        ("segs_out", s.segs_out),
+        ("bytes_in", s.bytes_in),
+        ("bytes_out", s.bytes_out),
+        ("retransmissions", s.retransmissions),
+        ("fast_retransmits", s.fast_retransmits),
+        ("rtos", s.rtos),
+        ("ooo_held", s.ooo_held),
+        ("ooo_dropped", s.ooo_dropped),
+        ("bad_checksum", s.bad_checksum),
+        ("malformed", s.malformed),
+        ("challenge_acks", s.challenge_acks),
+        ("resets_sent", s.resets_sent),
+        ("resets_received", s.resets_received),
+        ("paws_drops", s.paws_drops),
+    ];
+    v.retain(|(_, n)| *n != 0);
+    v
 }
 
 fn iface_fields(s: &IfaceStats) -> Vec<(&'static str, u64)> {

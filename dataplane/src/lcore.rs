@@ -7,11 +7,13 @@
 use crate::clock::TscClock;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
+use crate::netstack::{Netstack, NetstackStats, SendReport, Services};
 use crate::port::{MAX_BURST, QueueHandle};
 use crate::signal;
 use crate::stats::{LcoreStats, SharedLcoreStats};
 use netcore::{Duration, Instant};
 use tcp::iface::{Iface, IfaceConfig, IfaceEvent, IfaceStats, RxAction};
+use tcp::{TcpConfig, TcpStats};
 
 /// What the loop does with received frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +63,14 @@ pub struct LcoreSetup {
     pub mode: LoopMode,
     /// Optional diagnostic ping.
     pub ping: Option<PingRequest>,
+    /// TCP configuration.
+    pub tcp: TcpConfig,
+    /// Diagnostic TCP services.
+    pub services: Services,
+    /// Stop the daemon when the sender job is done.
+    pub exit_when_sent: bool,
+    /// Secret for ISNs and pattern seeds (random per run).
+    pub secret: [u8; 16],
 }
 
 /// What a thread reports when it stops.
@@ -72,6 +82,12 @@ pub struct LcoreReport {
     pub iface: IfaceStats,
     /// Ping outcome, if one was asked for.
     pub ping: Option<PingResult>,
+    /// TCP counters.
+    pub tcp: TcpStats,
+    /// Glue counters.
+    pub netstack: NetstackStats,
+    /// Sender outcome, if a sender ran.
+    pub send: Option<SendReport>,
 }
 
 /// How often counters are published for readers.
@@ -80,7 +96,12 @@ const PUBLISH_EVERY: u64 = 1024;
 /// Run the loop until a stop is requested. `shared` is updated every few iterations.
 pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> LcoreReport {
     let clock = TscClock::new();
-    let mut iface = Iface::new(setup.iface.clone());
+    let mut ns = Netstack::new(
+        Iface::new(setup.iface.clone()),
+        setup.tcp.clone(),
+        setup.services.clone(),
+        setup.secret,
+    );
     let mut st = LcoreStats::default();
     let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
     let mut tx: Vec<Mbuf> = Vec::with_capacity(4 * MAX_BURST);
@@ -101,7 +122,8 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
             next_link_check = now + Duration::from_millis(100);
             if q.link_up() {
                 tracing::info!(dst = ?req.dst, count = req.count, "link up, starting ping");
-                iface.start_ping(now, req.dst, req.count, req.size, req.interval);
+                ns.iface
+                    .start_ping(now, req.dst, req.count, req.size, req.interval);
                 ping_started = true;
             }
         }
@@ -125,23 +147,29 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
                     st.echoed += 1;
                     tx.push(m);
                 }
-                LoopMode::Stack => match iface.handle_frame(now, m.data(), &mut scratch) {
-                    RxAction::Reply(len) => push_copy(pool, &scratch[..len], &mut tx, &mut st),
+                LoopMode::Stack => match ns.handle_frame(now, m, &mut scratch, pool, &mut tx) {
                     RxAction::Tcp { .. } => st.tcp_segments += 1,
-                    RxAction::Consumed => {}
                     RxAction::Dropped(_) => st.iface_drops += 1,
+                    RxAction::Reply(_) | RxAction::Consumed => {}
                 },
             }
         }
 
-        if iface.poll_timeout().is_some_and(|t| t <= now) {
-            iface.handle_timeout(now);
-        }
-        while let Some(len) = iface.poll_transmit(now, &mut scratch) {
-            push_copy(pool, &scratch[..len], &mut tx, &mut st);
-        }
-        while let Some(ev) = iface.poll_event() {
-            handle_event(ev, &mut ping, setup.ping.as_ref());
+        if setup.mode == LoopMode::Stack {
+            if ns.iface.poll_timeout().is_some_and(|t| t <= now) {
+                ns.iface.handle_timeout(now);
+            }
+            while let Some(len) = ns.iface.poll_transmit(now, &mut scratch) {
+                push_copy(pool, &scratch[..len], &mut tx, &mut st);
+            }
+            while let Some(ev) = ns.iface.poll_event() {
+                handle_event(ev, &mut ping, setup.ping.as_ref());
+            }
+            ns.poll(now, pool, &mut tx);
+            if setup.exit_when_sent && ns.send_done() {
+                tracing::info!(report = ?ns.send_report, "sender done");
+                signal::request_stop();
+            }
         }
 
         if !tx.is_empty() {
@@ -163,8 +191,11 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
     shared.publish(&st);
     LcoreReport {
         stats: st,
-        iface: iface.stats().clone(),
+        iface: ns.iface.stats().clone(),
         ping,
+        tcp: ns.tcp_stats(),
+        netstack: ns.stats,
+        send: setup.services.send.as_ref().map(|_| ns.send_report.clone()),
     }
 }
 

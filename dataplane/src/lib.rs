@@ -6,14 +6,17 @@
 #![deny(unsafe_code)]
 
 pub mod clock;
+pub mod diag;
 pub mod eal;
 pub mod error;
 pub mod lcore;
 pub mod mbuf;
 pub mod mempool;
+pub mod netstack;
 pub mod port;
 pub mod rss;
 pub mod signal;
 pub mod stats;
+pub mod timers;
 
 pub use error::DpdkError;

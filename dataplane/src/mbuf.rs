@@ -155,3 +155,11 @@ impl Drop for Mbuf {
         unsafe { dpdk_sys::shim_pktmbuf_free(self.raw.as_ptr()) }
     }
 }
+
+/// The first segment's bytes: lets the TCP layer hold received mbufs as its segment buffers
+/// (zero-copy receive: payload is handed up as ranges of the mbuf).
+impl AsRef<[u8]> for Mbuf {
+    fn as_ref(&self) -> &[u8] {
+        self.data()
+    }
+}

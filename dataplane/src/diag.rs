@@ -1,0 +1,272 @@
+//! Diagnostic TCP services run by the dataplane, for testing with ordinary tools:
+//! - **echo**: every byte received is sent back (RFC 862 style);
+//! - **discard**: bytes are counted and hashed (SHA-256 logged when the peer closes);
+//! - **sender**: connect out and send N pattern bytes followed by their 32-byte SHA-256, then FIN.
+//!
+//! Each service is a [`tcp::SendSource`]: the connection asks it for stream bytes whenever it
+//! (re)transmits, so a retransmission re-reads the service's memory, never a private copy.
+
+use netcore::Instant;
+use sha2::{Digest, Sha256};
+use std::collections::VecDeque;
+use tcp::SendSource;
+
+/// Largest payload one received segment can carry (jumbo MTU).
+pub const MAX_SEGMENT: usize = 9000;
+
+/// Lower-case hex of a digest.
+pub fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The sender's byte at stream offset `off` comes from 8-byte blocks of a keyed SplitMix64, so
+/// any range can be regenerated for a retransmission.
+pub fn pattern(seed: u64, off: u64, dst: &mut [u8]) {
+    let mut o = off;
+    let mut i = 0;
+    while i < dst.len() {
+        let block = o / 8;
+        let mut z = (seed ^ block).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let bytes = z.to_le_bytes();
+        let from = (o % 8) as usize;
+        let n = (8 - from).min(dst.len() - i);
+        dst[i..i + n].copy_from_slice(&bytes[from..from + n]);
+        i += n;
+        o += n as u64;
+    }
+}
+
+/// Echo: received bytes wait in a bounded ring until acknowledged after being sent back.
+#[derive(Debug)]
+pub struct Echo {
+    ring: VecDeque<u8>,
+    /// Stream offset of `ring[0]`.
+    base: u64,
+    cap: usize,
+    /// Bytes echoed (queued for sending).
+    pub bytes: u64,
+}
+
+impl Echo {
+    /// An echo with a ring of `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Echo {
+            ring: VecDeque::new(),
+            base: 0,
+            cap,
+            bytes: 0,
+        }
+    }
+    /// Room for one more segment?
+    pub fn has_room(&self) -> bool {
+        self.ring.len() + MAX_SEGMENT <= self.cap
+    }
+    /// Take received bytes (to be queued for sending by the caller).
+    pub fn push(&mut self, data: &[u8]) {
+        self.ring.extend(data);
+        self.bytes += data.len() as u64;
+    }
+    /// Everything below `upto` was acknowledged: free it.
+    pub fn acked(&mut self, upto: u64) {
+        let n = upto.saturating_sub(self.base).min(self.ring.len() as u64);
+        self.ring.drain(..n as usize);
+        self.base += n;
+    }
+}
+
+impl SendSource for Echo {
+    fn read(&mut self, off: u64, dst: &mut [u8]) {
+        let mut skip = off.saturating_sub(self.base) as usize;
+        let (a, b) = self.ring.as_slices();
+        let mut w = 0;
+        for part in [a, b] {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            let n = (part.len() - skip).min(dst.len() - w);
+            dst[w..w + n].copy_from_slice(&part[skip..skip + n]);
+            w += n;
+            skip = 0;
+            if w == dst.len() {
+                break;
+            }
+        }
+        dst[w..].fill(0);
+    }
+}
+
+/// Discard: count and (optionally) hash the stream.
+#[derive(Debug, Default)]
+pub struct Discard {
+    /// Bytes received.
+    pub bytes: u64,
+    hasher: Option<Sha256>,
+}
+
+impl Discard {
+    /// A discard service; `hash` turns the SHA-256 on.
+    pub fn new(hash: bool) -> Self {
+        Discard {
+            bytes: 0,
+            hasher: hash.then(Sha256::new),
+        }
+    }
+    /// Take received bytes.
+    pub fn push(&mut self, data: &[u8]) {
+        self.bytes += data.len() as u64;
+        if let Some(h) = &mut self.hasher {
+            h.update(data);
+        }
+    }
+    /// SHA-256 of everything received (if hashing).
+    pub fn digest(&mut self) -> Option<String> {
+        self.hasher.take().map(|h| hex(&h.finalize()))
+    }
+}
+
+/// Sender: `total` pattern bytes then their SHA-256.
+#[derive(Debug)]
+pub struct Sender {
+    seed: u64,
+    /// Pattern bytes to send.
+    pub total: u64,
+    /// Bytes queued so far (pattern, then digest).
+    pub queued: u64,
+    hasher: Sha256,
+    digest: Option<[u8; 32]>,
+    /// When the connection was established.
+    pub started: Option<Instant>,
+    scratch: Vec<u8>,
+}
+
+/// Bytes the sender hashes and queues per step.
+const SEND_CHUNK: u64 = 256 * 1024;
+
+impl Sender {
+    /// A sender of `total` bytes of the pattern keyed by `seed`.
+    pub fn new(total: u64, seed: u64) -> Self {
+        Sender {
+            seed,
+            total,
+            queued: 0,
+            hasher: Sha256::new(),
+            digest: None,
+            started: None,
+            scratch: vec![0; SEND_CHUNK as usize],
+        }
+    }
+
+    /// Length of the whole stream (pattern + digest).
+    pub fn stream_len(&self) -> u64 {
+        self.total + 32
+    }
+
+    /// Queue as much as `capacity` allows; returns the bytes to pass to `Connection::send`.
+    /// The digest is queued only whole, after the last pattern byte.
+    pub fn next_chunk(&mut self, capacity: u64) -> u64 {
+        if self.queued < self.total {
+            let n = capacity.min(self.total - self.queued).min(SEND_CHUNK);
+            if n == 0 {
+                return 0;
+            }
+            let buf = &mut self.scratch[..n as usize];
+            pattern(self.seed, self.queued, buf);
+            self.hasher.update(&*buf);
+            self.queued += n;
+            return n;
+        }
+        if self.digest.is_none() && capacity >= 32 {
+            self.digest = Some(self.hasher.clone().finalize().into());
+            self.queued += 32;
+            return 32;
+        }
+        0
+    }
+
+    /// Everything (pattern and digest) queued?
+    pub fn all_queued(&self) -> bool {
+        self.digest.is_some()
+    }
+
+    /// The digest, once queued.
+    pub fn digest_hex(&self) -> Option<String> {
+        self.digest.map(|d| hex(&d))
+    }
+}
+
+impl SendSource for Sender {
+    fn read(&mut self, off: u64, dst: &mut [u8]) {
+        let pat = (self.total.saturating_sub(off) as usize).min(dst.len());
+        pattern(self.seed, off, &mut dst[..pat]);
+        for (i, b) in dst[pat..].iter_mut().enumerate() {
+            let k = (off + (pat + i) as u64).saturating_sub(self.total) as usize;
+            *b = self.digest.and_then(|d| d.get(k).copied()).unwrap_or(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_position_independent() {
+        let mut whole = vec![0u8; 1000];
+        pattern(7, 13, &mut whole);
+        for (off, len) in [(13u64, 1usize), (14, 7), (20, 100), (333, 680)] {
+            let mut part = vec![0u8; len];
+            pattern(7, off, &mut part);
+            let s = (off - 13) as usize;
+            assert_eq!(part, whole[s..s + len.min(1000 - s)]);
+        }
+    }
+
+    #[test]
+    fn sender_stream_ends_with_its_sha256() {
+        let mut s = Sender::new(1_000_003, 42);
+        let mut queued = 0;
+        while !s.all_queued() {
+            queued += s.next_chunk(100_000);
+        }
+        assert_eq!(queued, s.stream_len());
+        let mut stream = vec![0u8; queued as usize];
+        // Read back in odd pieces, as retransmissions would.
+        let mut off = 0;
+        while off < stream.len() {
+            let n = 1447.min(stream.len() - off);
+            s.read(off as u64, &mut stream[off..off + n]);
+            off += n;
+        }
+        let (data, digest) = stream.split_at(1_000_003);
+        assert_eq!(hex(&Sha256::digest(data)), hex(digest));
+        assert_eq!(s.digest_hex().unwrap(), hex(digest));
+    }
+
+    #[test]
+    fn echo_ring_reads_at_offsets_and_frees_on_ack() {
+        let mut e = Echo::new(64 * 1024);
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        e.push(&data[..12_000]);
+        e.acked(5_000);
+        e.push(&data[12_000..]);
+        let mut out = vec![0u8; 9_000];
+        e.read(6_000, &mut out);
+        assert_eq!(out, data[6_000..15_000]);
+        e.acked(20_000);
+        assert!(e.has_room());
+        assert_eq!(e.bytes, 20_000);
+    }
+
+    #[test]
+    fn discard_hashes_what_it_gets() {
+        let mut d = Discard::new(true);
+        d.push(b"hello ");
+        d.push(b"world");
+        assert_eq!(d.bytes, 11);
+        assert_eq!(d.digest().unwrap(), hex(&Sha256::digest(b"hello world")));
+    }
+}

@@ -1,0 +1,507 @@
+//! One dataplane thread's network stack: the L2/L3 interface, the TCP endpoint whose segment
+//! buffers are the received mbufs themselves (zero-copy receive), the diagnostic services, and a
+//! timer wheel for per-connection timers.
+//!
+//! Per poll-loop iteration: [`Netstack::handle_frame`] for each received frame, then
+//! [`Netstack::poll`] once (timers, services, transmission).
+
+use crate::diag::{Discard, Echo, Sender};
+use crate::mbuf::Mbuf;
+use crate::mempool::Mempool;
+use crate::timers::TimerWheel;
+use netcore::Instant;
+use smoltcp::wire::Ipv4Address;
+use std::collections::HashMap;
+use tcp::iface::{
+    ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, Iface, MIN_FRAME_LEN, Resolve, RxAction,
+};
+use tcp::{CloseReason, ConnHandle, Dispatch, Endpoint, Event, TcpConfig, TcpStats};
+
+/// A job for the sender service.
+#[derive(Debug, Clone)]
+pub struct SendJob {
+    /// Destination address.
+    pub dst: [u8; 4],
+    /// Destination port.
+    pub port: u16,
+    /// Pattern bytes per connection (a 32-byte SHA-256 follows them).
+    pub bytes: u64,
+    /// Parallel connections.
+    pub connections: u32,
+}
+
+/// Which diagnostic services run.
+#[derive(Debug, Clone, Default)]
+pub struct Services {
+    /// Echo service port.
+    pub echo_port: Option<u16>,
+    /// Discard service port.
+    pub discard_port: Option<u16>,
+    /// Hash what the discard service receives.
+    pub discard_sha256: bool,
+    /// Connect out and send.
+    pub send: Option<SendJob>,
+    /// Echo ring per connection, bytes.
+    pub echo_buffer: usize,
+}
+
+/// Outcome of the sender, for the exit report.
+#[derive(Debug, Clone, Default)]
+pub struct SendReport {
+    /// Connections that delivered everything and closed normally.
+    pub completed: u32,
+    /// Connections that failed.
+    pub failed: u32,
+    /// Bytes acknowledged (pattern + digest, all connections).
+    pub bytes: u64,
+    /// Seconds from the first connect to the last completion.
+    pub secs: f64,
+}
+
+enum Service {
+    Echo(Echo),
+    Discard(Discard),
+    Sender(Sender),
+}
+
+struct ConnState {
+    svc: Service,
+    /// The peer sent FIN.
+    peer_closed: bool,
+    /// We called close().
+    closing: bool,
+    /// Why the connection ended (from its Closed event).
+    reason: Option<CloseReason>,
+}
+
+/// Counters of the glue (TCP's own are in [`TcpStats`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NetstackStats {
+    /// TCP segments not sent because the next hop's MAC was unknown.
+    pub tx_no_neighbor: u64,
+    /// Frames not sent because the mbuf pool was empty.
+    pub tx_no_mbuf: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections reaped after closing.
+    pub reaped: u64,
+}
+
+/// The per-thread stack.
+pub struct Netstack {
+    /// L2/L3.
+    pub iface: Iface,
+    tcp: Endpoint<Mbuf>,
+    services: Services,
+    conns: HashMap<ConnHandle, ConnState>,
+    dirty: Vec<ConnHandle>,
+    wheel: TimerWheel<ConnHandle>,
+    armed: HashMap<ConnHandle, Instant>,
+    expired: Vec<ConnHandle>,
+    spare: Option<Mbuf>,
+    mtu: usize,
+    send_pending: u32,
+    send_started: Option<Instant>,
+    /// Sender results.
+    pub send_report: SendReport,
+    /// Glue counters.
+    pub stats: NetstackStats,
+    seed: u64,
+}
+
+/// Segments one connection may emit per poll before others get a turn.
+const TX_BUDGET: usize = 64;
+
+impl Netstack {
+    /// A stack for `iface`, TCP with `tcp_cfg`, and `services`; `secret` keys the ISNs.
+    pub fn new(iface: Iface, tcp_cfg: TcpConfig, services: Services, secret: [u8; 16]) -> Self {
+        let ip = Ipv4Address::from(iface.config().ip);
+        let mtu = usize::from(iface.config().mtu);
+        let mut tcp = Endpoint::new(tcp_cfg, ip, secret);
+        for p in [services.echo_port, services.discard_port]
+            .into_iter()
+            .flatten()
+        {
+            tcp.listen(p);
+        }
+        let send_pending = services.send.as_ref().map_or(0, |j| j.connections);
+        Netstack {
+            iface,
+            tcp,
+            conns: HashMap::new(),
+            dirty: Vec::new(),
+            // 100 us ticks, 8192 slots: 0.8 s per turn.
+            wheel: TimerWheel::new(8192, 100_000),
+            armed: HashMap::new(),
+            expired: Vec::new(),
+            spare: None,
+            mtu,
+            send_pending,
+            send_started: None,
+            send_report: SendReport::default(),
+            stats: NetstackStats::default(),
+            seed: u64::from_le_bytes(secret[..8].try_into().unwrap_or([0; 8])),
+            services,
+        }
+    }
+
+    /// Aggregate TCP counters.
+    pub fn tcp_stats(&self) -> TcpStats {
+        self.tcp.stats()
+    }
+
+    /// Whether the sender job (if any) has finished, successfully or not.
+    pub fn send_done(&self) -> bool {
+        self.services.send.as_ref().is_some_and(|j| {
+            self.send_pending == 0
+                && self.send_report.completed + self.send_report.failed == j.connections
+        })
+    }
+
+    /// Handle one received frame: L2/L3 in place; TCP segments keep the mbuf (zero-copy).
+    /// Replies are pushed to `tx`. Returns the iface's verdict for counting.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        m: Mbuf,
+        scratch: &mut [u8],
+        pool: &Mempool,
+        tx: &mut Vec<Mbuf>,
+    ) -> RxAction {
+        let action = self.iface.handle_frame(now, m.data(), scratch);
+        match &action {
+            RxAction::Reply(len) => push_copy(pool, &scratch[..*len], tx, &mut self.stats),
+            RxAction::Tcp { src, dst, payload } => {
+                let (s, d) = (Ipv4Address::from(*src), Ipv4Address::from(*dst));
+                match self.tcp.handle_segment(now, s, d, m, payload.clone()) {
+                    Dispatch::Conn(h) => self.dirty.push(h),
+                    Dispatch::NewConn(h) => {
+                        self.dirty.push(h);
+                    }
+                    Dispatch::Dropped | Dispatch::Reset => {}
+                }
+            }
+            RxAction::Consumed | RxAction::Dropped(_) => {}
+        }
+        action
+    }
+
+    /// Timers, services and transmission.
+    pub fn poll(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>) {
+        self.start_senders(now);
+        while let Some(h) = self.tcp.accept() {
+            self.on_accept(h);
+        }
+        self.wheel.expire(now, &mut self.expired);
+        for h in std::mem::take(&mut self.expired) {
+            self.armed.remove(&h);
+            if let Some(c) = self.tcp.conn_mut(h)
+                && c.poll_timeout().is_some_and(|t| t <= now)
+            {
+                c.handle_timeout(now);
+            }
+            self.dirty.push(h);
+        }
+        // Endpoint-level resets for segments that matched nothing.
+        self.emit(now, pool, tx, None);
+
+        let mut work = std::mem::take(&mut self.dirty);
+        work.sort_unstable();
+        work.dedup();
+        for h in work {
+            self.service(now, h);
+            if self.emit(now, pool, tx, Some(h)) {
+                self.dirty.push(h); // budget exhausted: more to send next time
+            }
+            self.finish_or_arm(now, h);
+        }
+    }
+
+    fn on_accept(&mut self, h: ConnHandle) {
+        let Some(c) = self.tcp.conn(h) else { return };
+        let port = c.local().1;
+        let svc = if Some(port) == self.services.echo_port {
+            Service::Echo(Echo::new(self.services.echo_buffer.max(64 * 1024)))
+        } else {
+            Service::Discard(Discard::new(self.services.discard_sha256))
+        };
+        self.stats.accepted += 1;
+        self.conns.insert(
+            h,
+            ConnState {
+                svc,
+                peer_closed: false,
+                closing: false,
+                reason: None,
+            },
+        );
+        self.dirty.push(h);
+    }
+
+    fn start_senders(&mut self, now: Instant) {
+        let Some(job) = self.services.send.clone() else {
+            return;
+        };
+        while self.send_pending > 0 {
+            match self.iface.resolve(now, job.dst) {
+                Resolve::Known(_) => {}
+                Resolve::Pending => return,
+                Resolve::Failed | Resolve::NoRoute => {
+                    tracing::error!(dst = ?job.dst, "sender: cannot resolve the destination");
+                    self.send_report.failed += self.send_pending;
+                    self.send_pending = 0;
+                    return;
+                }
+            }
+            let remote = (Ipv4Address::from(job.dst), job.port);
+            match self.tcp.connect(now, 0, remote) {
+                Ok(h) => {
+                    let seed = self.seed ^ u64::from(self.send_pending);
+                    let svc = Service::Sender(Sender::new(job.bytes, seed));
+                    self.conns.insert(
+                        h,
+                        ConnState {
+                            svc,
+                            peer_closed: false,
+                            closing: false,
+                            reason: None,
+                        },
+                    );
+                    self.dirty.push(h);
+                    self.send_started.get_or_insert(now);
+                    self.send_pending -= 1;
+                }
+                Err(e) => {
+                    tracing::error!(?e, "sender: connect failed");
+                    self.send_report.failed += 1;
+                    self.send_pending -= 1;
+                }
+            }
+        }
+    }
+
+    /// Run the connection's service: events, readable data, data to queue.
+    fn service(&mut self, now: Instant, h: ConnHandle) {
+        let Some(c) = self.tcp.conn_mut(h) else {
+            return;
+        };
+        let Some(st) = self.conns.get_mut(&h) else {
+            return;
+        };
+        while let Some(ev) = c.poll_event() {
+            match ev {
+                Event::Connected => {
+                    if let Service::Sender(s) = &mut st.svc {
+                        s.started = Some(now);
+                    }
+                }
+                Event::Acked { upto } => {
+                    if let Service::Echo(e) = &mut st.svc {
+                        e.acked(upto);
+                    }
+                }
+                Event::PeerClosed => st.peer_closed = true,
+                Event::Closed(r) => st.reason = Some(r),
+            }
+        }
+        match &mut st.svc {
+            Service::Echo(e) => {
+                while e.has_room() && c.send_capacity() >= crate::diag::MAX_SEGMENT as u64 {
+                    let Some((buf, r)) = c.poll_readable() else {
+                        break;
+                    };
+                    let data = &buf.data()[r];
+                    e.push(data);
+                    let _ = c.send(data.len() as u64);
+                }
+                if st.peer_closed && c.readable_bytes() == 0 && !st.closing {
+                    c.close();
+                    st.closing = true;
+                }
+            }
+            Service::Discard(d) => {
+                while let Some((buf, r)) = c.poll_readable() {
+                    d.push(&buf.data()[r]);
+                }
+                if st.peer_closed && !st.closing {
+                    c.close();
+                    st.closing = true;
+                }
+            }
+            Service::Sender(s) => {
+                if s.started.is_some() {
+                    loop {
+                        let n = s.next_chunk(c.send_capacity());
+                        if n == 0 {
+                            break;
+                        }
+                        let _ = c.send(n);
+                    }
+                    if s.all_queued() && !st.closing {
+                        c.close();
+                        st.closing = true;
+                    }
+                }
+                // Anything the peer sends to a sender is read and dropped.
+                while c.poll_readable().is_some() {}
+            }
+        }
+    }
+
+    /// Emit segments of connection `h` (or endpoint-level resets when None), at most
+    /// TX_BUDGET. Returns true when the budget ran out.
+    fn emit(
+        &mut self,
+        now: Instant,
+        pool: &Mempool,
+        tx: &mut Vec<Mbuf>,
+        h: Option<ConnHandle>,
+    ) -> bool {
+        let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
+        for _ in 0..TX_BUDGET {
+            let Some(mut m) = self.spare.take().or_else(|| pool.alloc()) else {
+                self.stats.tx_no_mbuf += 1;
+                return false;
+            };
+            m.set_len(0);
+            let Some(buf) = m.append(ETH_HEADER_LEN + self.mtu) else {
+                self.stats.tx_no_mbuf += 1;
+                return false;
+            };
+            let seg = &mut buf[hdr..];
+            let t = match h {
+                None => self.tcp.poll_transmit(seg),
+                Some(h) => {
+                    let Some(c) = self.tcp.conn_mut(h) else {
+                        self.spare = Some(m);
+                        return false;
+                    };
+                    // Not yet accepted (SYN-RECEIVED): no service, no payload yet.
+                    match self.conns.get_mut(&h).map(|st| &mut st.svc) {
+                        Some(Service::Echo(e)) => c.poll_transmit(now, seg, e),
+                        Some(Service::Sender(s)) => c.poll_transmit(now, seg, s),
+                        Some(Service::Discard(_)) | None => {
+                            c.poll_transmit(now, seg, &mut tcp::NoData)
+                        }
+                    }
+                }
+            };
+            let Some(t) = t else {
+                self.spare = Some(m);
+                return false;
+            };
+            let dst = t.dst.octets();
+            let Resolve::Known(mac) = self.iface.resolve(now, dst) else {
+                // TCP retransmits; the ARP request is on its way.
+                self.stats.tx_no_neighbor += 1;
+                self.spare = Some(m);
+                continue;
+            };
+            self.iface
+                .emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.len, &mut buf[..hdr]);
+            let frame_len = (hdr + t.len).max(MIN_FRAME_LEN);
+            buf[hdr + t.len..frame_len].fill(0);
+            m.set_len(frame_len);
+            tx.push(m);
+        }
+        true
+    }
+
+    /// Reap a finished connection (reporting its service), or arm its next timer.
+    fn finish_or_arm(&mut self, now: Instant, h: ConnHandle) {
+        let Some(c) = self.tcp.conn(h) else {
+            self.conns.remove(&h);
+            return;
+        };
+        if c.is_closed() {
+            // Collect a Closed event the service has not seen yet.
+            self.service(now, h);
+            let Some(c) = self.tcp.conn(h) else { return };
+            let acked = c.acked_offset();
+            self.tcp.reap(h);
+            self.armed.remove(&h);
+            self.stats.reaped += 1;
+            if let Some(st) = self.conns.remove(&h) {
+                let reason = st.reason;
+                self.report(now, h, st, reason, acked);
+            }
+            return;
+        }
+        if let Some(t) = c.poll_timeout() {
+            let earlier = self.armed.get(&h).is_none_or(|&a| t < a);
+            if earlier {
+                self.wheel.insert(t, h);
+                self.armed.insert(h, t);
+            }
+        }
+    }
+
+    fn report(
+        &mut self,
+        now: Instant,
+        h: ConnHandle,
+        st: ConnState,
+        reason: Option<CloseReason>,
+        acked: u64,
+    ) {
+        match st.svc {
+            Service::Echo(e) => tracing::info!(
+                conn = h.0,
+                bytes = e.bytes,
+                ?reason,
+                "echo connection closed"
+            ),
+            Service::Discard(mut d) => {
+                let sha = d.digest().unwrap_or_default();
+                tracing::info!(conn = h.0, bytes = d.bytes, ?reason, sha256 = %sha, "discard connection closed");
+                println!("iwarpd: discard bytes={} sha256={sha}", d.bytes);
+            }
+            Service::Sender(s) => {
+                let ok = reason == Some(CloseReason::Normal) && acked >= s.stream_len();
+                let secs = s.started.map_or(0.0, |t| (now - t).as_secs_f64());
+                if ok {
+                    self.send_report.completed += 1;
+                } else {
+                    self.send_report.failed += 1;
+                }
+                self.send_report.bytes += acked;
+                if let Some(t0) = self.send_started {
+                    self.send_report.secs = (now - t0).as_secs_f64();
+                }
+                let sha = s.digest_hex().unwrap_or_default();
+                tracing::info!(
+                    conn = h.0,
+                    bytes = s.total,
+                    acked,
+                    ?reason,
+                    secs,
+                    "sender connection done"
+                );
+                println!(
+                    "iwarpd: sender conn={} ok={ok} bytes={} secs={secs:.3} gbps={:.3} sha256={sha}",
+                    h.0,
+                    s.total,
+                    if secs > 0.0 {
+                        s.total as f64 * 8.0 / secs / 1e9
+                    } else {
+                        0.0
+                    }
+                );
+            }
+        }
+    }
+}
+
+fn push_copy(pool: &Mempool, frame: &[u8], tx: &mut Vec<Mbuf>, st: &mut NetstackStats) {
+    let Some(mut m) = pool.alloc() else {
+        st.tx_no_mbuf += 1;
+        return;
+    };
+    match m.append(frame.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(frame);
+            tx.push(m);
+        }
+        None => st.tx_no_mbuf += 1,
+    }
+}
