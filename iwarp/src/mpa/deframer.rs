@@ -240,7 +240,7 @@ impl Deframer {
                     self.crc = Crc32c::new();
                     self.crc_started = true;
                 }
-                if CRC_COVERS_MARKERS {
+                if CRC_COVERS_MARKERS && self.cfg.crc {
                     self.crc.update(src);
                 }
                 i += take;
@@ -289,7 +289,9 @@ impl Deframer {
                         self.phase = Phase::Len { have, buf };
                         continue;
                     }
-                    self.crc.update(&buf);
+                    if self.cfg.crc {
+                        self.crc.update(&buf);
+                    }
                     let ulpdu_len = u16::from_be_bytes(buf);
                     if ulpdu_len < self.cfg.min_ulpdu_len || ulpdu_len > self.cfg.max_ulpdu_len {
                         return (i, self.fail(MpaError::UlpduLength(ulpdu_len)));
@@ -307,7 +309,9 @@ impl Deframer {
                 Phase::Payload { remaining } => {
                     let take = usize::from(remaining).min(rest.len()).min(room);
                     let (data, _) = rest.split_at(take);
-                    self.crc.update(data);
+                    if self.cfg.crc {
+                        self.crc.update(data);
+                    }
                     i += take;
                     self.advance(take);
                     let remaining = remaining - take as u16;
@@ -321,7 +325,9 @@ impl Deframer {
                 Phase::Pad { remaining } => {
                     let take = usize::from(remaining).min(rest.len()).min(room);
                     let (pad, _) = rest.split_at(take);
-                    self.crc.update(pad);
+                    if self.cfg.crc {
+                        self.crc.update(pad);
+                    }
                     i += take;
                     self.advance(take);
                     let remaining = remaining - take as u8;

@@ -94,6 +94,8 @@ struct Writer<'o> {
     /// Stream offset of this FPDU's ULPDU_LENGTH field, once written.
     fpdu_start: Option<u32>,
     crc: Crc32c,
+    /// Whether the CRC is computed at all (CRC negotiated).
+    crc_on: bool,
 }
 
 impl Writer<'_> {
@@ -113,7 +115,7 @@ impl Writer<'_> {
             dst.copy_from_slice(&m);
         }
         // Leading and inner markers alike are covered (see `CRC_COVERS_MARKERS`).
-        if CRC_COVERS_MARKERS {
+        if CRC_COVERS_MARKERS && self.crc_on {
             self.crc.update(&m);
         }
         self.at += MARKER_LEN;
@@ -133,7 +135,7 @@ impl Writer<'_> {
             if let Some(dst) = self.out.get_mut(self.at..self.at + take) {
                 dst.copy_from_slice(now);
             }
-            if crc {
+            if crc && self.crc_on {
                 self.crc.update(now);
             }
             self.at += take;
@@ -219,6 +221,7 @@ impl Framer {
             markers: self.cfg.markers,
             fpdu_start: None,
             crc: Crc32c::new(),
+            crc_on: self.cfg.crc,
         };
         w.marker_if_due();
         w.fpdu_start = Some(w.pos);
