@@ -144,6 +144,8 @@ struct Ours {
     /// Close only after the peer's FIN (smoltcp 0.12 drops its retransmission timer on
     /// every ACK it gets in CLOSE-WAIT, so it can stall if we half-close while it sends).
     close_after_fin: bool,
+    /// Use `poll_transmit_header` (zero-copy TX path).
+    split_tx: bool,
 }
 
 impl Ours {
@@ -162,6 +164,7 @@ impl Ours {
             acked_upto: 0,
             why: None,
             close_after_fin: false,
+            split_tx: key >= 2,
         }
     }
 }
@@ -196,6 +199,19 @@ impl Node for Ours {
             let o = off as usize;
             dst.copy_from_slice(&tx[o..o + dst.len()]);
         };
+        if self.split_tx {
+            // Header-only transmission, payload attached from the owner's memory.
+            let Some(h) = self.conn else { return };
+            let Some(c) = self.ep.conn_mut(h) else { return };
+            while let Some(t) = c.poll_transmit_header(now, &mut buf, &mut src) {
+                assert_eq!(t.len, t.header_len);
+                let mut seg = buf[..t.len].to_vec();
+                seg.extend_from_slice(&tx[t.payload.start as usize..t.payload.end as usize]);
+                assert!(seg.len() <= 1480, "oversized segment {}", seg.len());
+                out.push(ip_wrap(t.src, t.dst, &seg));
+            }
+            return;
+        }
         while let Some((_, t)) = self.ep.poll_transmit_all(now, &mut buf, &mut src) {
             assert!(t.len <= 1460 + 40 - 20 + 20, "oversized segment {}", t.len);
             out.push(ip_wrap(t.src, t.dst, &buf[..t.len]));
@@ -703,6 +719,7 @@ fn ours_to_smoltcp() {
             };
             let mut b = smol::Smol::new(B_IP, None, b_tx.clone());
             let mut a = Ours::new(sim_cfg(&mut rng), A_IP, a_tx.clone(), 3);
+            a.split_tx = seed.is_multiple_of(2);
             a.conn = Some(a.ep.connect(Instant::ZERO, 0, (B_IP, PORT)).unwrap());
             simulate(seed, &mut a, &mut b, &a_tx, &b_tx, &mut rng, p, false);
         });
@@ -727,6 +744,7 @@ fn smoltcp_to_ours() {
             let mut b = Ours::new(sim_cfg(&mut rng), B_IP, b_tx.clone(), 4);
             b.ep.listen(PORT);
             b.close_after_fin = true;
+            b.split_tx = seed.is_multiple_of(2);
             let mut a = smol::Smol::new(A_IP, Some(B_IP), a_tx.clone());
             simulate(seed, &mut a, &mut b, &a_tx, &b_tx, &mut rng, p, false);
         });

@@ -57,6 +57,24 @@ pub trait SendSource {
     /// Fill `dst` with the stream bytes starting at `stream_offset` (0 = first byte sent).
     /// The connection only asks for bytes queued with `send`/`send_record` and not yet acked.
     fn read(&mut self, stream_offset: u64, dst: &mut [u8]);
+
+    /// [`crate::wire::ones_complement_sum`] of `len` stream bytes at `stream_offset`, for the
+    /// software TCP checksum of [`Connection::poll_transmit_header`]. The default reads the
+    /// bytes through `read` in chunks; an owner with direct access to the memory should sum in
+    /// place instead.
+    fn checksum(&mut self, stream_offset: u64, len: usize) -> u16 {
+        let mut chunk = [0u8; 2048];
+        let mut sum = 0u16;
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            self.read(stream_offset + done as u64, &mut chunk[..n]);
+            // Chunks are even-sized except the last, so word alignment is kept.
+            sum = crate::wire::combine(sum, crate::wire::ones_complement_sum(&chunk[..n]));
+            done += n;
+        }
+        sum
+    }
 }
 
 impl<F: FnMut(u64, &mut [u8])> SendSource for F {
@@ -263,6 +281,9 @@ pub struct Connection<B> {
 
     events: VecDeque<Event>,
     acked_event: bool,
+    // Per-poll output mode: payload bytes allowed per segment, and whether they go inline.
+    tx_limit: u64,
+    tx_inline: bool,
     stats: TcpStats,
 }
 
@@ -341,6 +362,8 @@ impl<B: SegBuf> Connection<B> {
             last_rx: now,
             events: VecDeque::new(),
             acked_event: false,
+            tx_limit: u64::MAX,
+            tx_inline: true,
             stats: TcpStats::default(),
             cfg,
         }

@@ -5,6 +5,9 @@ use netcore::Instant;
 use super::{Connection, SegBuf, SendSource, State, Transmit};
 use crate::wire::OutHeader;
 
+/// Largest TCP header (RFC 9293 §3.1: data offset of 15 words).
+const MAX_HEADER: usize = 60;
+
 /// What the next segment carries, in absolute send offsets.
 struct Plan {
     start: u64,
@@ -15,8 +18,8 @@ struct Plan {
 }
 
 impl<B: SegBuf> Connection<B> {
-    /// Write the next segment to send into `buf` (which should hold at least 60 + `emss()`
-    /// bytes), reading payload from `src`. Call until it returns `None`.
+    /// Write the next segment to send into `buf` (at least 60 bytes; 60 + `emss()` for
+    /// full-sized segments), reading payload from `src`. Call until it returns `None`.
     #[must_use]
     pub fn poll_transmit<S: SendSource + ?Sized>(
         &mut self,
@@ -24,6 +27,40 @@ impl<B: SegBuf> Connection<B> {
         buf: &mut [u8],
         src: &mut S,
     ) -> Option<Transmit> {
+        if buf.len() < MAX_HEADER {
+            return None;
+        }
+        let max_payload = buf.len().saturating_sub(MAX_HEADER) as u64;
+        self.poll_common(now, buf, src, Some(max_payload))
+    }
+
+    /// Like [`Connection::poll_transmit`], but writes only the TCP header (`Transmit::len ==
+    /// Transmit::header_len`): the payload, `Transmit::payload` in stream offsets, stays in the
+    /// owner's memory and is attached by the caller (zero-copy TX, e.g. an external mbuf).
+    /// In software checksum mode the checksum covers the payload via
+    /// [`SendSource::checksum`]. `hdr` must hold at least 60 bytes.
+    #[must_use]
+    pub fn poll_transmit_header<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        hdr: &mut [u8],
+        src: &mut S,
+    ) -> Option<Transmit> {
+        if hdr.len() < MAX_HEADER {
+            return None;
+        }
+        self.poll_common(now, hdr, src, None)
+    }
+
+    fn poll_common<S: SendSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        src: &mut S,
+        inline: Option<u64>,
+    ) -> Option<Transmit> {
+        self.tx_limit = inline.unwrap_or(u64::MAX).max(1);
+        self.tx_inline = inline.is_some();
         let t = self.transmit_inner(now, buf, src);
         if t.is_some() {
             self.stats.segs_out += 1;
@@ -133,7 +170,10 @@ impl<B: SegBuf> Connection<B> {
             };
             match hole {
                 Some((s, e)) if cwnd_ok => {
-                    let end = e.min(s + emss).min(self.next_boundary(s)).min(fin_at);
+                    let end = e
+                        .min(s + emss.min(self.tx_limit))
+                        .min(self.next_boundary(s))
+                        .min(fin_at);
                     if !self.sack_ok {
                         self.newreno_rtx = false;
                     }
@@ -171,7 +211,7 @@ impl<B: SegBuf> Connection<B> {
         let cwnd_room = self.cc.cwnd.saturating_sub(in_flight);
         let wnd_edge = self.snd_una + self.snd_wnd;
         let wnd_room = wnd_edge.saturating_sub(self.snd_nxt);
-        let room = cwnd_room.min(wnd_room);
+        let room = cwnd_room.min(wnd_room).min(self.tx_limit);
         if self.snd_nxt < fin_at {
             let avail = fin_at - self.snd_nxt;
             let end =
@@ -288,22 +328,40 @@ impl<B: SegBuf> Connection<B> {
         if hl > buf.len() {
             return None;
         }
-        payload_len = payload_len.min(buf.len() - hl);
-        if payload_len > 0 {
-            // Stream offset = absolute offset - 1 (the SYN).
-            src.read(data.start - 1, &mut buf[hl..hl + payload_len]);
+        // Stream offset = absolute offset - 1 (the SYN).
+        let so = data.start.saturating_sub(1);
+        if self.tx_inline {
+            // plan() already limited the payload to what fits.
+            payload_len = payload_len.min(buf.len() - hl);
+            if payload_len > 0 {
+                src.read(so, &mut buf[hl..hl + payload_len]);
+            }
+            let seg = &mut buf[..hl + payload_len];
+            h.emit(seg, self.local.0, self.remote.0, self.cfg.checksum);
+        } else {
+            let sum =
+                if payload_len > 0 && self.cfg.checksum == crate::config::ChecksumMode::Software {
+                    src.checksum(so, payload_len)
+                } else {
+                    0
+                };
+            h.emit_header(
+                buf,
+                hl + payload_len,
+                sum,
+                self.local.0,
+                self.remote.0,
+                self.cfg.checksum,
+            );
         }
-        let seg = &mut buf[..hl + payload_len];
-        h.emit(seg, self.local.0, self.remote.0, self.cfg.checksum);
         if h.ack.is_some() && !h.rst {
             self.ack_now = false;
             self.unacked_segs = 0;
             self.delack_at = None;
             self.last_ack_sent = self.rcv_nxt;
         }
-        let so = data.start.saturating_sub(1);
         Some(Transmit {
-            len: hl + payload_len,
+            len: if self.tx_inline { hl + payload_len } else { hl },
             header_len: hl,
             payload: so..so + payload_len as u64,
             src: self.local.0,
