@@ -19,6 +19,8 @@ struct DirResult {
     /// Octets of a partial FPDU left at the end (capture cut mid-FPDU).
     trailing_partial: bool,
     error: Option<MpaError>,
+    /// ULPDU octets of the first contiguous run, as deframed segment by segment.
+    first_run_payload: Vec<u8>,
 }
 
 fn deframe_dir(dir: &Direction, start: usize, crc: bool, markers: bool) -> DirResult {
@@ -34,7 +36,7 @@ fn deframe_dir(dir: &Direction, start: usize, crc: bool, markers: bool) -> DirRe
         // tshark's heuristic does.
         runs.push((run.offset, &run.data[..], &run.segments[..]));
     }
-    for (offset, data, segments) in runs {
+    for (run_idx, (offset, data, segments)) in runs.into_iter().enumerate() {
         let pos = (offset - start) as u32;
         let cfg = DeframerConfig {
             crc,
@@ -61,7 +63,11 @@ fn deframe_dir(dir: &Direction, start: usize, crc: bool, markers: bool) -> DirRe
                 match ev {
                     None => break,
                     Some(Ok(Deframed::Start { ulpdu_len })) => r.ulpdu_lens.push(ulpdu_len),
-                    Some(Ok(Deframed::Data(_))) => {}
+                    Some(Ok(Deframed::Data(x))) => {
+                        if run_idx == 0 {
+                            r.first_run_payload.extend_from_slice(x);
+                        }
+                    }
                     Some(Ok(Deframed::End)) => {
                         if crc {
                             r.crc_checked += 1;
@@ -78,6 +84,43 @@ fn deframe_dir(dir: &Direction, start: usize, crc: bool, markers: bool) -> DirRe
         // A run cut short by a gap would leave a partial FPDU; siw's alignment means it never
         // does except at the very end of the capture.
     }
+    // The first run again, cut at pseudo-random points instead of segment boundaries: FPDUs
+    // now straddle slices and share them; the ULPDUs must come out the same.
+    let data = dir.stream.get(start..).unwrap_or(&[]);
+    let mut d = Deframer::new(DeframerConfig {
+        crc,
+        markers,
+        ..Default::default()
+    });
+    let (mut lens, mut payload_a, mut seed) = (Vec::new(), Vec::new(), 0x9e37_79b9u32);
+    let mut at = 0;
+    while at < data.len() {
+        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let n = 1 + (seed >> 16) as usize % 3000;
+        let mut chunk = &data[at..(at + n).min(data.len())];
+        at += chunk.len();
+        loop {
+            let (used, ev) = d.deframe(chunk);
+            chunk = &chunk[used..];
+            match ev {
+                None => break,
+                Some(Ok(Deframed::Start { ulpdu_len })) => lens.push(ulpdu_len),
+                Some(Ok(Deframed::Data(x))) => payload_a.extend_from_slice(x),
+                Some(Ok(Deframed::End)) => {}
+                Some(Err(e)) => panic!("random cuts: {e}"),
+            }
+        }
+    }
+    let first_run_fpdus = lens.len();
+    assert_eq!(
+        &lens[..],
+        &r.ulpdu_lens[..first_run_fpdus],
+        "random cuts changed the FPDUs"
+    );
+    assert!(
+        payload_a == r.first_run_payload,
+        "random cuts changed the ULPDU bytes"
+    );
     r
 }
 
