@@ -55,6 +55,7 @@ pub struct Endpoint<B> {
     accept_q: VecDeque<ConnHandle>,
     ctl: VecDeque<(OutHeader, Ipv4Address)>,
     next_port: u16,
+    backlog: usize,
     stats: TcpStats,
     closed_stats: TcpStats,
 }
@@ -76,6 +77,7 @@ impl<B: SegBuf> Endpoint<B> {
             accept_q: VecDeque::new(),
             ctl: VecDeque::new(),
             next_port: 49152,
+            backlog: 1024,
             stats: TcpStats::default(),
             closed_stats: TcpStats::default(),
         }
@@ -84,6 +86,12 @@ impl<B: SegBuf> Endpoint<B> {
     /// Accept connections on `port`.
     pub fn listen(&mut self, port: u16) {
         self.listeners.insert(port);
+    }
+
+    /// Bound on connections created by listeners and not yet taken by [`Endpoint::accept`];
+    /// SYNs beyond it are dropped (the peer retransmits). Default 1024.
+    pub fn set_backlog(&mut self, n: usize) {
+        self.backlog = n;
     }
 
     /// Stop accepting on `port` (existing connections stay).
@@ -164,6 +172,11 @@ impl<B: SegBuf> Endpoint<B> {
                 return Dispatch::Dropped;
             }
         };
+        if dst != self.local_ip {
+            // Not ours (the IP layer should not have passed it): never answer for another address.
+            self.stats.malformed += 1;
+            return Dispatch::Dropped;
+        }
         let key = (h.dst_port, src, h.src_port);
         if let Some(&i) = self.by_tuple.get(&key)
             && let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut())
@@ -172,12 +185,24 @@ impl<B: SegBuf> Endpoint<B> {
             c.handle_segment(now, Segment { header: h, buf });
             return Dispatch::Conn(ConnHandle(i));
         }
-        if self.listeners.contains(&h.dst_port) && dst == self.local_ip {
+        if self.listeners.contains(&h.dst_port) {
             // RFC 9293 §3.10.7.2 LISTEN.
             if h.rst {
                 return Dispatch::Dropped;
             }
             if h.ack.is_none() && h.syn {
+                if self.accept_q.len() >= self.backlog {
+                    let conns = &self.conns;
+                    self.accept_q.retain(|h| {
+                        conns
+                            .get(h.0)
+                            .and_then(|c| c.as_ref())
+                            .is_some_and(|c| !c.is_closed())
+                    });
+                    if self.accept_q.len() >= self.backlog {
+                        return Dispatch::Dropped;
+                    }
+                }
                 let local = (dst, h.dst_port);
                 let remote = (src, h.src_port);
                 let iss = self.isn.isn(now, local, remote);

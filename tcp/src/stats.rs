@@ -29,6 +29,10 @@ pub struct TcpStats {
     pub resets_received: u64,
     /// Segments dropped by PAWS (RFC 7323 §5).
     pub paws_drops: u64,
+    /// Zero-window probes sent (RFC 9293 §3.8.6.1).
+    pub window_probes: u64,
+    /// Keepalive probes sent (RFC 9293 §3.8.4).
+    pub keepalive_probes: u64,
     /// Payload bytes delivered in order.
     pub bytes_in: u64,
     /// Payload bytes first sent (not counting retransmissions).
@@ -51,6 +55,8 @@ impl TcpStats {
         self.resets_sent += o.resets_sent;
         self.resets_received += o.resets_received;
         self.paws_drops += o.paws_drops;
+        self.window_probes += o.window_probes;
+        self.keepalive_probes += o.keepalive_probes;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
     }

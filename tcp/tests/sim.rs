@@ -146,6 +146,10 @@ struct Ours {
     close_after_fin: bool,
     /// Use `poll_transmit_header` (zero-copy TX path).
     split_tx: bool,
+    /// Slow reader: read at most `read_chunks` chunks every `read_every`.
+    read_every: Option<Duration>,
+    read_chunks: usize,
+    next_read: Instant,
 }
 
 impl Ours {
@@ -165,6 +169,9 @@ impl Ours {
             why: None,
             close_after_fin: false,
             split_tx: key >= 2,
+            read_every: None,
+            read_chunks: usize::MAX,
+            next_read: Instant::ZERO,
         }
     }
 }
@@ -218,12 +225,21 @@ impl Node for Ours {
         }
     }
     fn next_timeout(&mut self, _now: Instant) -> Option<Instant> {
-        self.ep.poll_timeout()
+        let t = self.ep.poll_timeout();
+        let unread = self
+            .conn
+            .and_then(|h| self.ep.conn(h))
+            .is_some_and(|c| c.readable_bytes() > 0);
+        match (t, self.read_every.is_some() && unread) {
+            (Some(t), true) => Some(t.min(self.next_read)),
+            (None, true) => Some(self.next_read),
+            (t, false) => t,
+        }
     }
     fn on_time(&mut self, now: Instant) {
         self.ep.handle_timeout(now);
     }
-    fn app(&mut self, _now: Instant) {
+    fn app(&mut self, now: Instant) {
         let Some(h) = self.conn else { return };
         let Some(c) = self.ep.conn_mut(h) else { return };
         while let Some(e) = c.poll_event() {
@@ -240,8 +256,18 @@ impl Node for Ours {
                 Event::Connected => {}
             }
         }
-        while let Some((b, r)) = c.poll_readable() {
-            self.rx.extend_from_slice(&b[r]);
+        if self.read_every.is_none() || now >= self.next_read {
+            let mut n = 0;
+            while n < self.read_chunks {
+                let Some((b, r)) = c.poll_readable() else {
+                    break;
+                };
+                self.rx.extend_from_slice(&b[r]);
+                n += 1;
+            }
+            if let Some(d) = self.read_every {
+                self.next_read = now + d;
+            }
         }
         if !c.state().is_synchronized()
             && c.state() != tcp::State::SynReceived
@@ -289,7 +315,7 @@ impl Node for Ours {
     }
     fn describe(&self) -> String {
         match self.conn.and_then(|h| self.ep.conn(h)) {
-            Some(c) if std::env::var("SIM_TRACE").is_ok() => format!("{c:?}"),
+            Some(c) if std::env::var("SIM_TRACE").is_ok_and(|v| v == "3") => format!("{c:?}"),
             Some(c) => format!(
                 "{:?} {:?} {:?} {:?}",
                 self.why,
@@ -609,6 +635,7 @@ fn simulate(
             "seed {seed}: done at {now:?} after {steps} steps, {} + {} packets",
             ab.delivered, ba.delivered
         );
+        eprintln!("a: {}\nb: {}", a.describe(), b.describe());
     }
     assert_eq!(
         digest(a.received()),
@@ -686,7 +713,17 @@ fn ours_to_ours() {
             let b_len = rng.gen_range(0..(256 << 10));
             let a_tx = random_bytes(&mut rng, a_len);
             let b_tx = random_bytes(&mut rng, b_len);
-            let mut b = Ours::new(sim_cfg(&mut rng), B_IP, b_tx.clone(), 2);
+            let mut b_cfg = sim_cfg(&mut rng);
+            let slow = seed.is_multiple_of(3);
+            if slow {
+                // A slow reader behind a small window: zero windows, persist probes, updates.
+                b_cfg.recv_window = rng.gen_range(4096..65536);
+            }
+            let mut b = Ours::new(b_cfg, B_IP, b_tx.clone(), 2);
+            if slow {
+                b.read_every = Some(Duration::from_micros(rng.gen_range(100..3000)));
+                b.read_chunks = rng.gen_range(1..8);
+            }
             b.ep.listen(PORT);
             let mut a = Ours::new(sim_cfg(&mut rng), A_IP, a_tx.clone(), 1);
             a.conn = Some(a.ep.connect(Instant::ZERO, 0, (B_IP, PORT)).unwrap());

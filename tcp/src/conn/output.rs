@@ -93,6 +93,7 @@ impl<B: SegBuf> Connection<B> {
             // RFC 9293 §3.8.6.1 zero-window probe. Like Linux, the probe is SND.UNA - 1 without
             // data: the peer answers with its window and nothing enters sequence space.
             self.probe_due = false;
+            self.stats.window_probes += 1;
             let mut h = self.base_header();
             h.seq = self.wire_snd(self.snd_una) - 1;
             return self.emit(now, h, buf, 0..0, src);
@@ -100,6 +101,7 @@ impl<B: SegBuf> Connection<B> {
         if self.keepalive_due {
             // RFC 9293 §3.8.4: a probe with SEG.SEQ = SND.NXT - 1 and no data.
             self.keepalive_due = false;
+            self.stats.keepalive_probes += 1;
             let mut h = self.base_header();
             h.seq = self.wire_snd(self.snd_max) - 1;
             return self.emit(now, h, buf, 0..0, src);

@@ -1,0 +1,222 @@
+//! Endpoint-level behaviour: demultiplexing, accept queue, backlog, ISNs (RFC 6528),
+//! and aggregate statistics.
+
+#![allow(clippy::collapsible_if)]
+
+#[path = "script/mod.rs"]
+mod script;
+
+use netcore::Instant;
+use script::{Hdr, LOCAL, REMOTE, build_segment};
+use tcp::{ChecksumMode, Dispatch, Endpoint, NoData, State, TcpConfig};
+
+fn syn(sport: u16, seq: u32) -> Vec<u8> {
+    let h = Hdr {
+        src_port: sport,
+        dst_port: 80,
+        seq,
+        ack: None,
+        syn: true,
+        fin: false,
+        rst: false,
+        psh: false,
+        window: 65535,
+        mss: Some(1460),
+        ws: None,
+        sack_perm: false,
+        sack: [None; 3],
+        ts: None,
+    };
+    build_segment(&h, &[], false)
+}
+
+/// RFC 9293 §3.10.7.2: each SYN on a listening port creates its own connection, keyed by
+/// the 4-tuple; RFC 6528: the ISNs differ per tuple.
+#[test]
+fn listener_demuxes_by_tuple_with_distinct_isns() {
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [9; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(1);
+    let mut handles = Vec::new();
+    for port in 1000..1010 {
+        let s = syn(port, 77);
+        let n = s.len();
+        match ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) {
+            Dispatch::NewConn(h) => handles.push(h),
+            d => panic!("unexpected {d:?}"),
+        }
+    }
+    let isns: std::collections::HashSet<u32> = handles
+        .iter()
+        .map(|h| ep.conn(*h).unwrap().iss().0)
+        .collect();
+    assert_eq!(isns.len(), 10);
+    for h in &handles {
+        assert_eq!(ep.conn(*h).unwrap().state(), State::SynReceived);
+    }
+    // Not accepted before the handshake completes.
+    assert_eq!(ep.accept(), None);
+    // A duplicate SYN goes to the existing connection.
+    let s = syn(1000, 77);
+    let n = s.len();
+    assert_eq!(
+        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
+        Dispatch::Conn(handles[0])
+    );
+    // Each emits its SYN-ACK.
+    let mut buf = vec![0u8; 1600];
+    let mut count = 0;
+    while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {
+        count += 1;
+    }
+    assert_eq!(count, 10);
+    assert_eq!(ep.stats().segs_out, 10);
+}
+
+/// The backlog bounds connections awaiting accept; extra SYNs are dropped.
+#[test]
+fn backlog_bounds_half_open() {
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [1; 16]);
+    ep.listen(80);
+    ep.set_backlog(3);
+    let now = Instant::from_millis(1);
+    let mut created = 0;
+    for port in 2000..2010 {
+        let s = syn(port, 1);
+        let n = s.len();
+        if let Dispatch::NewConn(_) = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) {
+            created += 1;
+        }
+    }
+    assert_eq!(created, 3);
+}
+
+/// Segments for another local address are dropped, never answered (RFC 9293 §3.10.7.1 only
+/// applies to segments addressed to us).
+#[test]
+fn foreign_destination_dropped() {
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(
+        TcpConfig {
+            checksum: ChecksumMode::Offloaded,
+            ..TcpConfig::default()
+        },
+        LOCAL,
+        [1; 16],
+    );
+    let s = syn(3000, 1);
+    let n = s.len();
+    let other = smoltcp::wire::Ipv4Address::new(10, 9, 9, 9);
+    assert_eq!(
+        ep.handle_segment(Instant::ZERO, REMOTE, other, s, 0..n),
+        Dispatch::Dropped
+    );
+    let mut buf = vec![0u8; 100];
+    assert!(ep.poll_transmit(&mut buf).is_none());
+}
+
+/// Malformed input (truncated header, bad data offset) is dropped and counted, never panics.
+#[test]
+fn malformed_segments_counted() {
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [1; 16]);
+    ep.listen(80);
+    let mut s = syn(4000, 1);
+    let n = s.len();
+    assert_eq!(
+        ep.handle_segment(Instant::ZERO, REMOTE, LOCAL, s.clone(), 0..10),
+        Dispatch::Dropped
+    );
+    assert_eq!(
+        ep.handle_segment(Instant::ZERO, REMOTE, LOCAL, s.clone(), 0..n + 5),
+        Dispatch::Dropped
+    );
+    s[12] = 0xf0; // data offset 60 > length
+    assert_eq!(
+        ep.handle_segment(Instant::ZERO, REMOTE, LOCAL, s, 0..n),
+        Dispatch::Dropped
+    );
+    let st = ep.stats();
+    assert_eq!(st.malformed + st.bad_checksum, 3);
+}
+
+/// Untrusted bytes never panic: random mutations of valid segments (checksums not
+/// verified, so they reach the state machine) against a listener and its connections.
+#[test]
+fn random_segments_never_panic() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let cfg = TcpConfig {
+        checksum: ChecksumMode::Offloaded,
+        ..TcpConfig::default()
+    };
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg, LOCAL, [3; 16]);
+    ep.listen(80);
+    let mut buf = vec![0u8; 1600];
+    let mut now = Instant::ZERO;
+    for i in 0..20_000u32 {
+        now += netcore::Duration::from_micros(300);
+        let mut h = Hdr {
+            src_port: 5000 + (i % 4) as u16,
+            dst_port: 80,
+            seq: rng.r#gen(),
+            ack: if rng.gen_bool(0.7) {
+                Some(rng.r#gen())
+            } else {
+                None
+            },
+            syn: rng.gen_bool(0.2),
+            fin: false,
+            rst: false,
+            psh: false,
+            window: rng.r#gen(),
+            mss: if rng.gen_bool(0.3) {
+                Some(rng.r#gen())
+            } else {
+                None
+            },
+            ws: if rng.gen_bool(0.3) {
+                Some(rng.gen_range(0..20))
+            } else {
+                None
+            },
+            sack_perm: rng.gen_bool(0.3),
+            sack: [None; 3],
+            ts: if rng.gen_bool(0.5) {
+                Some((rng.r#gen(), rng.r#gen()))
+            } else {
+                None
+            },
+        };
+        if !h.syn {
+            h.fin = rng.gen_bool(0.1);
+            h.rst = !h.fin && rng.gen_bool(0.05);
+            if rng.gen_bool(0.3) {
+                h.sack[0] = Some((rng.r#gen(), rng.r#gen()));
+            }
+        }
+        let payload: Vec<u8> = (0..rng.gen_range(0..200)).map(|_| rng.r#gen()).collect();
+        let mut seg = build_segment(&h, &payload, false);
+        for _ in 0..rng.gen_range(0..3) {
+            let j = rng.gen_range(0..seg.len());
+            seg[j] = rng.r#gen();
+        }
+        let n = seg.len();
+        let cut = if rng.gen_bool(0.1) {
+            rng.gen_range(0..n)
+        } else {
+            n
+        };
+        let _ = ep.handle_segment(now, REMOTE, LOCAL, seg, 0..cut);
+        ep.handle_timeout(now);
+        while ep.poll_transmit(&mut buf).is_some() {}
+        while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {}
+        for h in ep.handles() {
+            if let Some(c) = ep.conn_mut(h) {
+                while c.poll_readable().is_some() {}
+                while c.poll_event().is_some() {}
+                if c.is_closed() {
+                    ep.reap(h);
+                }
+            }
+        }
+    }
+}
