@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
         stream_pos: u32::from_be_bytes([head[1], head[2], head[3], head[4]]) & !3,
         min_ulpdu_len: u16::from(head[6] % 20),
         max_ulpdu_len: u16::MAX - u16::from(head[7]),
+        ..Default::default()
     };
     let a = run(cfg, stream, cuts);
     let b = run(cfg, stream, &[]);

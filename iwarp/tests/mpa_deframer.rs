@@ -351,6 +351,7 @@ fn random_bytes_never_panic() {
             stream_pos: rng.next_u32() & !3,
             min_ulpdu_len: (rng.next_u32() % 20) as u16,
             max_ulpdu_len: u16::MAX,
+            crc_data_by_caller: false,
         };
         let mut d = Deframer::new(cfg);
         let mut input = &bytes[..];
@@ -366,5 +367,59 @@ fn random_bytes_never_panic() {
                 Some(Ok(_)) => {}
             }
         }
+    }
+}
+
+#[test]
+fn crc_fed_by_the_caller() {
+    let mut rng = Xoshiro256::seed_from_u64(11);
+    for markers in [false, true] {
+        let msgs = ulpdus(&mut rng, 10, 1500);
+        let mut stream = frame_all(
+            FramerConfig {
+                crc: true,
+                markers,
+                stream_pos: 0,
+            },
+            &msgs,
+        );
+        let cfg = DeframerConfig {
+            crc: true,
+            markers,
+            crc_data_by_caller: true,
+            ..Default::default()
+        };
+        let feed = |stream: &[u8], skip_feed: bool| -> (usize, Option<MpaError>) {
+            let mut d = Deframer::new(cfg);
+            let mut ends = 0;
+            for mut chunk in stream.chunks(97) {
+                loop {
+                    let (used, ev) = d.deframe(chunk);
+                    chunk = &chunk[used..];
+                    match ev {
+                        None => break,
+                        Some(Ok(Deframed::Data(x))) => {
+                            if !skip_feed {
+                                d.crc_state().update(x);
+                            }
+                        }
+                        Some(Ok(Deframed::End)) => ends += 1,
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return (ends, Some(e)),
+                    }
+                }
+            }
+            (ends, None)
+        };
+        assert_eq!(feed(&stream, false), (msgs.len(), None));
+        // A caller that forgets to feed the data gets a CRC error on the first FPDU.
+        assert!(matches!(
+            feed(&stream, true),
+            (0, Some(MpaError::Crc { .. }))
+        ));
+        // Corruption is still caught.
+        let at = stream.len() / 2;
+        stream[at] ^= 1;
+        assert!(feed(&stream, false).1.is_some());
     }
 }

@@ -63,6 +63,12 @@ pub struct DeframerConfig {
     pub min_ulpdu_len: u16,
     /// Largest acceptable ULPDU_LENGTH (default `u16::MAX`).
     pub max_ulpdu_len: u16,
+    /// The caller feeds the CRC with the ULPDU octets itself (e.g. fused with the copy into
+    /// the registered region, DESIGN.md §2.4): for every `Data(d)` it calls
+    /// [`Deframer::crc_data`] with `d` (or updates [`Deframer::crc_state`] the same way)
+    /// before the next `deframe` call. The deframer still covers the length field, markers
+    /// and pad, and still checks the result at the end of the FPDU.
+    pub crc_data_by_caller: bool,
 }
 
 impl Default for DeframerConfig {
@@ -73,6 +79,7 @@ impl Default for DeframerConfig {
             stream_pos: 0,
             min_ulpdu_len: MIN_DDP_HEADER,
             max_ulpdu_len: u16::MAX,
+            crc_data_by_caller: false,
         }
     }
 }
@@ -177,6 +184,21 @@ impl Deframer {
     /// Number of FPDUs completed so far.
     pub fn fpdus(&self) -> u64 {
         self.fpdus
+    }
+
+    /// With `crc_data_by_caller`: feed the ULPDU octets of the last `Data` event to the CRC
+    /// (no-op when CRC is off).
+    #[inline]
+    pub fn crc_data(&mut self, data: &[u8]) {
+        if self.cfg.crc {
+            self.crc.update(data);
+        }
+    }
+
+    /// With `crc_data_by_caller`: the running CRC of the current FPDU, for a caller that
+    /// computes the CRC while copying the `Data` octets.
+    pub fn crc_state(&mut self) -> &mut Crc32c {
+        &mut self.crc
     }
 
     /// The error that killed the stream, if any.
@@ -309,7 +331,7 @@ impl Deframer {
                 Phase::Payload { remaining } => {
                     let take = usize::from(remaining).min(rest.len()).min(room);
                     let (data, _) = rest.split_at(take);
-                    if self.cfg.crc {
+                    if self.cfg.crc && !self.cfg.crc_data_by_caller {
                         self.crc.update(data);
                     }
                     i += take;
