@@ -164,6 +164,7 @@ impl<B: SegBuf> Endpoint<B> {
         let h = match parse_segment(buf.as_ref(), range, src, dst, self.cfg.checksum) {
             Ok(h) => h,
             Err(SegError::BadChecksum) => {
+                tracing::trace!(%src, "tcp segment with bad checksum dropped");
                 self.stats.bad_checksum += 1;
                 return Dispatch::Dropped;
             }

@@ -129,25 +129,57 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
         Some((b, r))
     }
 
-    /// Up to `n` SACK blocks (absolute, [left, right)), the first containing the most
-    /// recently received out-of-order segment (RFC 2018 §4).
-    pub(crate) fn sack_blocks(&self, n: usize) -> Vec<(u64, u64)> {
-        let mut merged: Vec<(u64, u64)> = Vec::new();
+    /// Visit the held data as merged ranges in ascending order until `f` returns false.
+    fn for_each_merged(&self, mut f: impl FnMut((u64, u64)) -> bool) {
+        let mut cur: Option<(u64, u64)> = None;
         for (&s, (_, r)) in &self.ooo {
             let e = s + r.len() as u64;
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
+            match cur {
+                Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+                Some(block) => {
+                    if !f(block) {
+                        return;
+                    }
+                    cur = Some((s, e));
+                }
+                None => cur = Some((s, e)),
             }
         }
-        if let Some((ls, _)) = self.last_ooo
-            && let Some(i) = merged.iter().position(|&(s, e)| s <= ls && ls < e)
-        {
-            let b = merged.remove(i);
-            merged.insert(0, b);
+        if let Some(block) = cur {
+            f(block);
         }
-        merged.truncate(n);
-        merged
+    }
+
+    /// Fill `out` with SACK blocks (absolute, [left, right)), the first containing the most
+    /// recently received out-of-order segment (RFC 2018 §4), then the others in ascending
+    /// order. Returns how many were written. Allocation-free.
+    pub(crate) fn sack_blocks(&self, out: &mut [(u64, u64)]) -> usize {
+        if out.is_empty() {
+            return 0;
+        }
+        let mut first = None;
+        if let Some((ls, _)) = self.last_ooo {
+            self.for_each_merged(|(s, e)| {
+                if s <= ls && ls < e {
+                    first = Some((s, e));
+                    return false;
+                }
+                true
+            });
+        }
+        let mut n = 0;
+        if let Some(b) = first {
+            out[0] = b;
+            n = 1;
+        }
+        self.for_each_merged(|b| {
+            if Some(b) != first {
+                out[n] = b;
+                n += 1;
+            }
+            n < out.len()
+        });
+        n
     }
 }
 
@@ -163,7 +195,9 @@ mod tests {
             q.insert(&mut nxt, 105, b"fghij".to_vec(), 0..5),
             Insert::Held
         );
-        assert_eq!(q.sack_blocks(3), vec![(105, 110)]);
+        let mut blocks = [(0, 0); 3];
+        assert_eq!(q.sack_blocks(&mut blocks), 1);
+        assert_eq!(blocks[0], (105, 110));
         assert_eq!(
             q.insert(&mut nxt, 112, b"0123456789".to_vec(), 0..10),
             Insert::Dropped

@@ -67,6 +67,52 @@ impl SegmentHeader {
     }
 }
 
+/// tcpdump-like one-line rendering, e.g. `40000 > 80 [S.] seq 1 ack 2 win 512 len 0 <mss 1460>`.
+impl core::fmt::Display for SegmentHeader {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut flags = String::new();
+        for (on, c) in [
+            (self.syn, 'S'),
+            (self.fin, 'F'),
+            (self.rst, 'R'),
+            (self.ack.is_some(), '.'),
+        ] {
+            if on {
+                flags.push(c);
+            }
+        }
+        write!(
+            f,
+            "{} > {} [{flags}] seq {}",
+            self.src_port, self.dst_port, self.seq.0
+        )?;
+        if let Some(a) = self.ack {
+            write!(f, " ack {}", a.0)?;
+        }
+        write!(f, " win {} len {}", self.window, self.payload.len())?;
+        let mut opts = Vec::new();
+        if let Some(m) = self.mss {
+            opts.push(format!("mss {m}"));
+        }
+        if let Some(w) = self.wscale {
+            opts.push(format!("wscale {w}"));
+        }
+        if self.sack_permitted {
+            opts.push("sackOK".to_string());
+        }
+        if let Some((v, e)) = self.timestamp {
+            opts.push(format!("TS val {v} ecr {e}"));
+        }
+        for (l, r) in self.sack.iter().flatten() {
+            opts.push(format!("sack {}:{}", l.0, r.0));
+        }
+        if !opts.is_empty() {
+            write!(f, " <{}>", opts.join(","))?;
+        }
+        Ok(())
+    }
+}
+
 fn caps(mode: ChecksumMode) -> ChecksumCapabilities {
     let mut c = ChecksumCapabilities::default();
     c.tcp = match mode {
@@ -301,6 +347,10 @@ mod tests {
         assert_eq!(&buf[p.payload.clone()], b"hello");
         assert_eq!(p.sack[0], Some((Seq32(100), Seq32(200))));
         assert_eq!(p.timestamp, Some((1, 2)));
+        assert_eq!(
+            p.to_string(),
+            "5000 > 80 [.] seq 4294967280 ack 7 win 512 len 5 <TS val 1 ecr 2,sack 100:200>"
+        );
         buf[hl] ^= 1;
         assert_eq!(
             parse_segment(&buf, 0..buf.len(), src, dst, ChecksumMode::Software),

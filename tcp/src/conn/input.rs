@@ -195,7 +195,12 @@ impl<B: SegBuf> Connection<B> {
         let rel = self.ack_rel(ack);
         if self.state == State::SynReceived {
             if rel > 0 && self.snd_una as i64 + rel <= self.snd_max as i64 {
-                self.state = State::Established;
+                // A CLOSE issued in SYN-RECEIVED takes effect now (RFC 9293 §3.10.4).
+                self.state = if self.fin_queued {
+                    State::FinWait1
+                } else {
+                    State::Established
+                };
                 self.events.push_back(Event::Connected);
                 // RFC 9293 §3.10.7.4: SND.WND <- SEG.WND, SND.WL1 <- SEG.SEQ, SND.WL2 <- SEG.ACK.
                 self.snd_wnd = u64::from(h.window) << self.snd_wscale;

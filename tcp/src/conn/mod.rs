@@ -562,7 +562,11 @@ impl<B: SegBuf> Connection<B> {
     pub fn close(&mut self) {
         match self.state {
             State::SynSent => self.finish(CloseReason::Normal),
-            State::SynReceived | State::Established => {
+            State::SynReceived => {
+                // RFC 9293 §3.10.4: the FIN waits until the handshake completes.
+                self.fin_queued = true;
+            }
+            State::Established => {
                 self.fin_queued = true;
                 self.state = State::FinWait1;
             }
@@ -638,6 +642,7 @@ impl<B: SegBuf> Connection<B> {
         if self.state == State::Closed {
             return;
         }
+        tracing::debug!(local = ?self.local, remote = ?self.remote, from = ?self.state, ?why, "tcp connection closed");
         self.state = State::Closed;
         self.rtx_at = None;
         self.persist_at = None;

@@ -320,10 +320,10 @@ impl<B: SegBuf> Connection<B> {
             let space =
                 (40usize - used).min(usize::from(self.cfg.mss).saturating_sub(payload_len + used));
             let n = (space.saturating_sub(2) / 8).min(3);
-            if n > 0 {
-                for (i, (l, r)) in self.rx.sack_blocks(n).into_iter().enumerate() {
-                    h.sack[i] = Some((self.wire_rcv(l).0, self.wire_rcv(r).0));
-                }
+            let mut blocks = [(0u64, 0u64); 3];
+            let got = self.rx.sack_blocks(&mut blocks[..n]);
+            for (i, &(l, r)) in blocks[..got].iter().enumerate() {
+                h.sack[i] = Some((self.wire_rcv(l).0, self.wire_rcv(r).0));
             }
         }
         let hl = h.header_len();

@@ -100,6 +100,7 @@ impl<B: SegBuf> Connection<B> {
             return;
         }
         self.stats.rtos += 1;
+        tracing::trace!(remote = ?self.remote, una = self.snd_una, max = self.snd_max, rto = ?self.rtt.rto(), "tcp RTO");
         let flight = self.snd_max - self.snd_una;
         self.cc.on_rto(flight);
         self.rtt.back_off();

@@ -262,3 +262,24 @@ fn last_ack_retransmits_fin() {
 ",
     );
 }
+
+/// RFC 9293 §3.10.4 (CLOSE in SYN-RECEIVED): the FIN is queued until the handshake
+/// completes; the SYN-ACK is still retransmitted meanwhile.
+#[test]
+fn close_in_syn_received() {
+    crate::script::run(
+        r"
+0     listen 8080
+0     < S 0:0(0) win 65535 <mss 1460,sackOK>
+0     > S. 0:0(0) ack 1
+1     close
+1     state SynReceived
+1000  > S. 0:0(0) ack 1
+1010  < . 1:1(0) ack 1 win 65535
+1010  > F. 1:1(0) ack 1
+1010  state FinWait1
+1020  < . 1:1(0) ack 2
+1020  state FinWait2
+",
+    );
+}
