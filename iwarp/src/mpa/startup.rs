@@ -21,8 +21,8 @@ use core::fmt;
 
 use netcore::{Duration, Instant};
 
-use super::MpaError;
 use super::wire::{FrameKind, HEADER_LEN, IrdOrd, MAX_PD_LEN, Repr, RtrKind, WireError};
+use super::{DeframerConfig, FramerConfig, MpaError};
 
 /// Which side of the MPA exchange we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +181,28 @@ pub struct Established {
     pub peer_private_data: Vec<u8>,
     /// When we may send the first FPDU.
     pub first_send: FirstSend,
+}
+
+impl Established {
+    /// Framer settings for full operation (stream position 0 = first octet after our
+    /// Request/Reply).
+    pub fn framer_config(&self) -> FramerConfig {
+        FramerConfig {
+            crc: self.crc,
+            markers: self.markers_tx,
+            stream_pos: 0,
+        }
+    }
+
+    /// Deframer settings for full operation (stream position 0 = first octet after the
+    /// peer's Request/Reply); other limits at their defaults.
+    pub fn deframer_config(&self) -> DeframerConfig {
+        DeframerConfig {
+            crc: self.crc,
+            markers: self.markers_rx,
+            ..DeframerConfig::default()
+        }
+    }
 }
 
 /// Why setup failed.
