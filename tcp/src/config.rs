@@ -76,6 +76,100 @@ pub struct TcpConfig {
     pub initial_cwnd_segments: u32,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_errors_name_fields() {
+        assert_eq!(TcpConfig::default().validate(), Ok(()));
+        let bad = TcpConfig {
+            window_scale: Some(15),
+            ..TcpConfig::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().field, "window_scale");
+        let bad = TcpConfig {
+            window_scale: None,
+            ..TcpConfig::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().field, "recv_window");
+        let bad = TcpConfig {
+            delayed_ack: Some(Duration::from_secs(1)),
+            ..TcpConfig::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().field, "delayed_ack");
+    }
+}
+
+/// A configuration value out of range; names the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending field of [`TcpConfig`].
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "tcp config `{}`: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl TcpConfig {
+    /// Check ranges: MSS 88..=65495 (RFC 9293 §3.7.1 minimum of 576-byte datagrams gives 536;
+    /// we require room for 12 option bytes plus data), window scale ≤ 14 (RFC 7323 §2.3),
+    /// windows > 0, delayed ACK ≤ 500 ms (RFC 9293 §3.8.6.3), rto_min ≤ rto_initial ≤ rto_max.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field, reason| Err(ConfigError { field, reason });
+        if self.mss < 88 || self.mss > 65495 {
+            return err("mss", "must be within 88..=65495");
+        }
+        if self.window_scale.is_some_and(|w| w > 14) {
+            return err("window_scale", "must be at most 14 (RFC 7323 §2.3)");
+        }
+        if self.recv_window == 0 {
+            return err("recv_window", "must be positive");
+        }
+        if self.window_scale.is_none() && self.recv_window > 65535 {
+            return err("recv_window", "above 65535 needs window_scale");
+        }
+        if self.send_window == 0 {
+            return err("send_window", "must be positive");
+        }
+        if self
+            .delayed_ack
+            .is_some_and(|d| d > Duration::from_millis(500))
+        {
+            return err("delayed_ack", "must be at most 500 ms (RFC 9293 §3.8.6.3)");
+        }
+        if self.rto_min > self.rto_initial
+            || self.rto_initial > self.rto_max
+            || self.rto_min.is_zero()
+        {
+            return err(
+                "rto_min/rto_initial/rto_max",
+                "need 0 < rto_min <= rto_initial <= rto_max",
+            );
+        }
+        if self.max_retries == 0 {
+            return err("max_retries", "must be positive");
+        }
+        if self.initial_cwnd_segments == 0 {
+            return err("initial_cwnd_segments", "must be positive");
+        }
+        if self
+            .keepalive
+            .is_some_and(|k| k.idle.is_zero() || k.interval.is_zero())
+        {
+            return err("keepalive", "idle and interval must be positive");
+        }
+        Ok(())
+    }
+}
+
 impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {

@@ -20,7 +20,7 @@ mod sack;
 pub mod stats;
 pub mod wire;
 
-pub use config::{ChecksumMode, CongestionControl, Keepalive, TcpConfig};
+pub use config::{ChecksumMode, ConfigError, CongestionControl, Keepalive, TcpConfig};
 pub use conn::{
     CloseReason, Connection, Event, NoData, SegBuf, Segment, SendError, SendSource, SockAddr,
     State, Transmit,
