@@ -82,8 +82,8 @@ fn negotiate_then_exchange_fpdus() {
             markers_rx: m_r,
             ..StartupConfig::new(Role::Responder)
         };
-        let mut i = Startup::new(ic, now).unwrap();
-        let mut r = Startup::new(rc, now).unwrap();
+        let mut i = Startup::new(ic.clone(), now).unwrap();
+        let mut r = Startup::new(rc.clone(), now).unwrap();
         let (mut i_df, mut r_df) = (None, None);
 
         // Initiator -> responder: the Request.
@@ -125,6 +125,34 @@ fn negotiate_then_exchange_fpdus() {
         assert_eq!(got, im, "case {seed}: initiator -> responder");
         let got = receive(&mut i, &mut i_df, &frame_all(&mut fr, &rm), &mut rng, later);
         assert_eq!(got, rm, "case {seed}: responder -> initiator");
+
+        // Again with fresh machines that see each whole direction as one stream: the
+        // Request/Reply and the first FPDUs now share slices.
+        for (cfg, head, fpdus, want) in [
+            (
+                rc,
+                &req,
+                frame_all(&mut Framer::new(ie.framer_config()), &im),
+                &im,
+            ),
+            (
+                ic,
+                &rep,
+                frame_all(&mut Framer::new(re.framer_config()), &rm),
+                &rm,
+            ),
+        ] {
+            let mut st = Startup::new(cfg, now).unwrap();
+            let _ = st.poll_transmit();
+            let mut stream = head.clone();
+            stream.extend_from_slice(&fpdus);
+            let mut df = None;
+            assert_eq!(
+                &receive(&mut st, &mut df, &stream, &mut rng, now),
+                want,
+                "case {seed}"
+            );
+        }
     }
 }
 
