@@ -3,8 +3,55 @@
 //! Nothing here reads a clock, does I/O or spawns a thread: time comes in as
 //! [`netcore::Instant`], frames come in and go out as byte slices owned by the caller.
 //!
-//! TCP: [`Endpoint`] demultiplexes segments to [`Connection`]s (see the `conn` module docs for
-//! the call order, the zero-copy receive/transmit interfaces and record boundaries).
+//! TCP: [`Endpoint`] demultiplexes segments to [`Connection`]s (see the [`conn`] module docs
+//! for the call order, the zero-copy receive/transmit interfaces and record boundaries).
+//!
+//! ```
+//! use netcore::Instant;
+//! use smoltcp::wire::Ipv4Address;
+//! use tcp::{Dispatch, Endpoint, Event, TcpConfig};
+//!
+//! let (a_ip, b_ip) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+//! let mut a: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), a_ip, [1; 16]);
+//! let mut b: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), b_ip, [2; 16]);
+//! b.listen(80);
+//! let now = Instant::from_millis(1);
+//! let ca = a.connect(now, 0, (b_ip, 80)).unwrap();
+//! let message = b"hello over a userspace TCP";
+//! // The owner keeps the bytes; the connection reads them when it (re)transmits.
+//! let mut src = |off: u64, dst: &mut [u8]| {
+//!     dst.copy_from_slice(&message[off as usize..off as usize + dst.len()])
+//! };
+//! let mut buf = vec![0u8; 1600];
+//! let mut got = Vec::new();
+//! let mut queued = false;
+//! for _ in 0..10 {
+//!     // Segments a -> b: the TCP bytes are handed over as owned buffers (mbufs in DPDK).
+//!     while let Some((_, t)) = a.poll_transmit_all(now, &mut buf, &mut src) {
+//!         let seg = buf[..t.len].to_vec();
+//!         if let Dispatch::NewConn(h) | Dispatch::Conn(h) = b.handle_segment(now, a_ip, b_ip, seg, 0..t.len) {
+//!             // In-order payload: (the caller's buffer, the byte range in it), no copy.
+//!             while let Some((seg, range)) = b.conn_mut(h).unwrap().poll_readable() {
+//!                 got.extend_from_slice(&seg[range]);
+//!             }
+//!         }
+//!     }
+//!     while let Some((_, t)) = b.poll_transmit_all(now, &mut buf, &mut tcp::NoData) {
+//!         let seg = buf[..t.len].to_vec();
+//!         a.handle_segment(now, b_ip, a_ip, seg, 0..t.len);
+//!     }
+//!     let c = a.conn_mut(ca).unwrap();
+//!     while let Some(ev) = c.poll_event() {
+//!         if ev == Event::Connected && !queued {
+//!             // One record: never coalesced with other records (one FPDU per segment).
+//!             c.send_record(message.len() as u64).unwrap();
+//!             queued = true;
+//!         }
+//!     }
+//! }
+//! assert_eq!(got, message);
+//! assert_eq!(a.conn(ca).unwrap().acked_offset(), message.len() as u64);
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod iface;
