@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Directory of the real Linux siw captures.
-pub const SIW_PCAPS: &str = "/work/shared/siw-peer/pcaps";
+/// Directory of the real Linux siw captures: `shared/siw-peer/pcaps` beside the repository
+/// (as on developer machines and in CI).
+pub const SIW_PCAPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/siw-peer/pcaps");
 
 /// One captured link-layer frame.
 #[derive(Debug, Clone)]
