@@ -67,7 +67,6 @@ impl<B: SegBuf> Connection<B> {
                         rst: true,
                         ..Default::default()
                     });
-                    self.stats.resets_sent += 1;
                 }
                 return;
             }
@@ -213,7 +212,6 @@ impl<B: SegBuf> Connection<B> {
                     rst: true,
                     ..Default::default()
                 });
-                self.stats.resets_sent += 1;
                 return;
             }
         }

@@ -106,6 +106,7 @@ fn syn_sent_bad_ack_gets_reset() {
 5   < S. 0:0(0) ack 5 win 65535
 5   > R 5:5(0)
 5   state SynSent
+5   stat resets_sent 1
 ");
 }
 
@@ -177,6 +178,7 @@ fn syn_received_bad_ack_gets_reset() {
 1   < . 1:1(0) ack 10 win 65535
 1   > R 10:10(0)
 1   state SynReceived
+1   stat resets_sent 1
 ");
 }
 
