@@ -234,7 +234,8 @@ pub struct TcpSection {
     pub keepalive_secs: u64,
     /// TIME-WAIT duration in milliseconds.
     pub time_wait_ms: u64,
-    /// Minimum RTO in milliseconds.
+    /// Minimum RTO in milliseconds. 200 (Linux's value) by default: a smaller one fires before
+    /// a Linux peer's delayed ACK (40 ms and more) and collapses the congestion window.
     pub rto_min_ms: u64,
     /// Initial RTO in milliseconds.
     pub rto_initial_ms: u64,
@@ -258,7 +259,7 @@ impl Default for TcpSection {
             nagle: false,
             keepalive_secs: 0,
             time_wait_ms: 60_000,
-            rto_min_ms: 5,
+            rto_min_ms: 200,
             rto_initial_ms: 1000,
             rto_max_ms: 60_000,
             max_ooo_bytes: 4 << 20,

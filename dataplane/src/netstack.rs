@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use tcp::iface::{
     ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, Iface, MIN_FRAME_LEN, Resolve, RxAction,
 };
-use tcp::{CloseReason, ConnHandle, Dispatch, Endpoint, Event, TcpConfig, TcpStats};
+use tcp::{CloseReason, ConnHandle, Dispatch, Endpoint, Event, State, TcpConfig, TcpStats};
 
 /// A job for the sender service.
 #[derive(Debug, Clone)]
@@ -72,6 +72,20 @@ struct ConnState {
     closing: bool,
     /// Why the connection ended (from its Closed event).
     reason: Option<CloseReason>,
+    /// The sender's outcome was already reported (its FIN was acknowledged).
+    reported: bool,
+}
+
+impl ConnState {
+    fn new(svc: Service) -> Self {
+        ConnState {
+            svc,
+            peer_closed: false,
+            closing: false,
+            reason: None,
+            reported: false,
+        }
+    }
 }
 
 /// Counters of the glue (TCP's own are in [`TcpStats`]).
@@ -107,6 +121,7 @@ pub struct Netstack {
     /// Glue counters.
     pub stats: NetstackStats,
     seed: u64,
+    next_port_offset: u32,
 }
 
 /// Segments one connection may emit per poll before others get a turn.
@@ -142,6 +157,7 @@ impl Netstack {
             stats: NetstackStats::default(),
             seed: u64::from_le_bytes(secret[..8].try_into().unwrap_or([0; 8])),
             services,
+            next_port_offset: 0,
         }
     }
 
@@ -226,15 +242,7 @@ impl Netstack {
             Service::Discard(Discard::new(self.services.discard_sha256))
         };
         self.stats.accepted += 1;
-        self.conns.insert(
-            h,
-            ConnState {
-                svc,
-                peer_closed: false,
-                closing: false,
-                reason: None,
-            },
-        );
+        self.conns.insert(h, ConnState::new(svc));
         self.dirty.push(h);
     }
 
@@ -254,19 +262,16 @@ impl Netstack {
                 }
             }
             let remote = (Ipv4Address::from(job.dst), job.port);
-            match self.tcp.connect(now, 0, remote) {
+            // A random ephemeral port per run, so a new run does not collide with the peer's
+            // TIME-WAIT state of the last one (RFC 6056 §3.3.1 spirit).
+            let port = 49152
+                + ((self.seed >> 16).wrapping_add(u64::from(self.next_port_offset)) % 16384) as u16;
+            self.next_port_offset = self.next_port_offset.wrapping_add(1);
+            match self.tcp.connect(now, port, remote) {
                 Ok(h) => {
                     let seed = self.seed ^ u64::from(self.send_pending);
                     let svc = Service::Sender(Sender::new(job.bytes, seed));
-                    self.conns.insert(
-                        h,
-                        ConnState {
-                            svc,
-                            peer_closed: false,
-                            closing: false,
-                            reason: None,
-                        },
-                    );
+                    self.conns.insert(h, ConnState::new(svc));
                     self.dirty.push(h);
                     self.send_started.get_or_insert(now);
                     self.send_pending -= 1;
@@ -364,7 +369,9 @@ impl Netstack {
                 return false;
             };
             m.set_len(0);
-            let Some(buf) = m.append(ETH_HEADER_LEN + self.mtu) else {
+            // The TCP contract: room for a 60-byte header plus a full EMSS (<= MTU - 40), so
+            // full-sized segments count as full for sender SWS avoidance (RFC 9293 3.8.6.2.1).
+            let Some(buf) = m.append(hdr + self.mtu + 20) else {
                 self.stats.tx_no_mbuf += 1;
                 return false;
             };
@@ -427,6 +434,24 @@ impl Netstack {
             }
             return;
         }
+        // A sender is done once everything, FIN included, is acknowledged (FIN-WAIT-2 or
+        // TIME-WAIT): report it now rather than after TIME-WAIT.
+        if matches!(c.state(), State::FinWait2 | State::TimeWait)
+            && let Some(st) = self.conns.get_mut(&h)
+            && let Service::Sender(snd) = &st.svc
+            && !st.reported
+            && c.acked_offset() >= snd.stream_len()
+        {
+            st.reported = true;
+            let (acked, secs, total, sha) = (
+                c.acked_offset(),
+                snd.started.map_or(0.0, |t| (now - t).as_secs_f64()),
+                snd.total,
+                snd.digest_hex(),
+            );
+            self.sender_done(now, h, true, acked, secs, total, sha.unwrap_or_default());
+        }
+        let Some(c) = self.tcp.conn(h) else { return };
         if let Some(t) = c.poll_timeout() {
             let earlier = self.armed.get(&h).is_none_or(|&a| t < a);
             if earlier {
@@ -457,38 +482,62 @@ impl Netstack {
                 println!("iwarpd: discard bytes={} sha256={sha}", d.bytes);
             }
             Service::Sender(s) => {
-                let ok = reason == Some(CloseReason::Normal) && acked >= s.stream_len();
-                let secs = s.started.map_or(0.0, |t| (now - t).as_secs_f64());
-                if ok {
-                    self.send_report.completed += 1;
-                } else {
-                    self.send_report.failed += 1;
+                if !st.reported {
+                    let ok = reason == Some(CloseReason::Normal) && acked >= s.stream_len();
+                    let secs = s.started.map_or(0.0, |t| (now - t).as_secs_f64());
+                    self.sender_done(
+                        now,
+                        h,
+                        ok,
+                        acked,
+                        secs,
+                        s.total,
+                        s.digest_hex().unwrap_or_default(),
+                    );
                 }
-                self.send_report.bytes += acked;
-                if let Some(t0) = self.send_started {
-                    self.send_report.secs = (now - t0).as_secs_f64();
-                }
-                let sha = s.digest_hex().unwrap_or_default();
-                tracing::info!(
-                    conn = h.0,
-                    bytes = s.total,
-                    acked,
-                    ?reason,
-                    secs,
-                    "sender connection done"
-                );
-                println!(
-                    "iwarpd: sender conn={} ok={ok} bytes={} secs={secs:.3} gbps={:.3} sha256={sha}",
-                    h.0,
-                    s.total,
-                    if secs > 0.0 {
-                        s.total as f64 * 8.0 / secs / 1e9
-                    } else {
-                        0.0
-                    }
-                );
             }
         }
+    }
+}
+
+impl Netstack {
+    #[allow(clippy::too_many_arguments)]
+    fn sender_done(
+        &mut self,
+        now: Instant,
+        h: ConnHandle,
+        ok: bool,
+        acked: u64,
+        secs: f64,
+        total: u64,
+        sha: String,
+    ) {
+        if ok {
+            self.send_report.completed += 1;
+        } else {
+            self.send_report.failed += 1;
+        }
+        self.send_report.bytes += acked;
+        if let Some(t0) = self.send_started {
+            self.send_report.secs = (now - t0).as_secs_f64();
+        }
+        tracing::info!(
+            conn = h.0,
+            bytes = total,
+            acked,
+            ok,
+            secs,
+            "sender connection done"
+        );
+        let gbps = if secs > 0.0 {
+            total as f64 * 8.0 / secs / 1e9
+        } else {
+            0.0
+        };
+        println!(
+            "iwarpd: sender conn={} ok={ok} bytes={total} secs={secs:.3} gbps={gbps:.3} sha256={sha}",
+            h.0
+        );
     }
 }
 
