@@ -2,11 +2,13 @@
 //! `std::net` socket on the other, with random loss injected at the TUN boundary.
 //!
 //! Needs root (CAP_NET_ADMIN) and `/dev/net/tun`, so it is ignored by default:
-//! `cargo test -p tcp --test linux -- --ignored --nocapture`. Unlike the simulator this test
+//! `cargo test -p tcp --test linux -- --ignored --nocapture` (`LINUX_TRACE=1` prints every
+//! segment). Unlike the simulator this test
 //! runs in real time (the kernel does), so it reads the wall clock and runs the Linux
 //! socket on a thread: the only places in this crate allowed to.
 #![allow(
     clippy::disallowed_methods,
+    clippy::collapsible_if,
     reason = "real-kernel interop: wall clock and a thread for the Linux socket"
 )]
 
@@ -29,7 +31,13 @@ fn ip(args: &[&str]) {
     assert!(st.success(), "ip {args:?} failed");
 }
 
-fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
+fn run(
+    loss: f64,
+    cfg: TcpConfig,
+    subnet: u8,
+    passive: bool,
+    read_delay: StdDuration,
+) -> tcp::TcpStats {
     let name = format!("tcplx{}{}", std::process::id() % 1000, subnet);
     let mut tun = TunTapInterface::new(&name, Medium::Ip).expect("open tun (needs root)");
     let linux_ip = format!("10.231.{subnet}.1");
@@ -42,13 +50,11 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
     let up: Vec<u8> = (0..(4 << 20)).map(|_| rng.r#gen()).collect();
     let down: Vec<u8> = (0..(1 << 20)).map(|_| rng.r#gen()).collect();
 
-    // Linux side: read everything, write `down` concurrently, report what arrived.
-    let listener = TcpListener::bind(format!("{linux_ip}:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
+    // Linux side: read everything (after `read_delay`), write `down` concurrently, report
+    // what arrived.
     let (tx, rx) = mpsc::channel();
     let down2 = down.clone();
-    std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
+    let linux_side = move |mut s: std::net::TcpStream| {
         s.set_read_timeout(Some(StdDuration::from_secs(60)))
             .unwrap();
         let mut w = s.try_clone().unwrap();
@@ -56,16 +62,37 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
             w.write_all(&down2).unwrap();
             w.shutdown(Shutdown::Write).unwrap();
         });
+        std::thread::sleep(read_delay);
         let mut got = Vec::new();
         s.read_to_end(&mut got).unwrap();
         writer.join().unwrap();
         tx.send(got).unwrap();
-    });
-
+    };
     let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg, ours, [0x5a; 16]);
     let start = StdInstant::now();
     let clock = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
-    let h = ep.connect(clock(), 0, (theirs, port)).unwrap();
+    let mut conn = None;
+    if passive {
+        // Linux connects to our listener.
+        ep.listen(7777);
+        let target = format!("10.231.{subnet}.2:7777");
+        std::thread::spawn(move || {
+            let s = std::net::TcpStream::connect_timeout(
+                &target.parse().unwrap(),
+                StdDuration::from_secs(10),
+            )
+            .unwrap();
+            linux_side(s);
+        });
+    } else {
+        let listener = TcpListener::bind(format!("{linux_ip}:0")).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            linux_side(s);
+        });
+        conn = Some(ep.connect(clock(), 0, (theirs, port)).unwrap());
+    }
     let mut queued = 0u64;
     let mut got = Vec::new();
     let mut peer_closed = false;
@@ -96,17 +123,25 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
                 continue;
             }
             let hl = usize::from(p.header_len());
-            let _: Dispatch = ep.handle_segment(
-                now,
-                r.src_addr,
-                r.dst_addr,
-                pkt.clone(),
-                hl..hl + r.payload_len,
-            );
+            if std::env::var("LINUX_TRACE").is_ok() {
+                if let Ok(h) = tcp::parse_segment(
+                    &pkt,
+                    hl..hl + r.payload_len,
+                    r.src_addr,
+                    r.dst_addr,
+                    tcp::ChecksumMode::Offloaded,
+                ) {
+                    eprintln!("{:?} in  {h}", start.elapsed());
+                }
+            }
+            let d = ep.handle_segment(now, r.src_addr, r.dst_addr, pkt, hl..hl + r.payload_len);
+            if let Dispatch::NewConn(h) = d {
+                conn = Some(h);
+            }
         }
         ep.handle_timeout(now);
         // Application.
-        if let Some(c) = ep.conn_mut(h) {
+        if let Some(c) = conn.and_then(|h| ep.conn_mut(h)) {
             while let Some(ev) = c.poll_event() {
                 match ev {
                     Event::PeerClosed => peer_closed = true,
@@ -140,6 +175,13 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
             dst.copy_from_slice(&data[off as usize..off as usize + dst.len()])
         };
         while let Some((_, t)) = ep.poll_transmit_all(now, &mut buf, &mut src) {
+            if std::env::var("LINUX_TRACE").is_ok() {
+                if let Ok(h) =
+                    tcp::parse_segment(&buf, 0..t.len, t.src, t.dst, tcp::ChecksumMode::Offloaded)
+                {
+                    eprintln!("{:?} out {h}", start.elapsed());
+                }
+            }
             if rng.gen_bool(loss) {
                 dropped_out += 1;
                 continue;
@@ -163,8 +205,8 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
             });
         }
         if peer_closed
-            && ep
-                .conn(h)
+            && conn
+                .and_then(|h| ep.conn(h))
                 .is_none_or(|c| matches!(c.state(), tcp::State::TimeWait | tcp::State::Closed))
         {
             break;
@@ -178,9 +220,9 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
     let st = ep.stats();
     eprintln!(
         "loss {loss}: {:?} in {:?}; dropped {dropped_in} in / {dropped_out} out; negotiated {:?}; stats {st:?}",
-        ep.conn(h).map(|c| c.state()),
+        conn.and_then(|h| ep.conn(h)).map(|c| c.state()),
         start.elapsed(),
-        ep.conn(h).map(|c| c.negotiated())
+        conn.and_then(|h| ep.conn(h)).map(|c| c.negotiated())
     );
     assert_eq!(
         Sha256::digest(&linux_got),
@@ -195,20 +237,21 @@ fn run(loss: f64, cfg: TcpConfig, subnet: u8) {
     if loss > 0.0 {
         assert!(st.retransmissions > 0);
     }
+    st
 }
 
 /// Clean link: 4 MiB up, 1 MiB down, orderly close (RFC 9293 end to end against Linux).
 #[test]
 #[ignore = "needs root and /dev/net/tun"]
 fn linux_clean() {
-    run(0.0, TcpConfig::default(), 77);
+    run(0.0, TcpConfig::default(), 77, false, StdDuration::ZERO);
 }
 
 /// 2 % loss both ways: SACK recovery, RTO, timestamps against Linux.
 #[test]
 #[ignore = "needs root and /dev/net/tun"]
 fn linux_lossy() {
-    run(0.02, TcpConfig::default(), 78);
+    run(0.02, TcpConfig::default(), 78, false, StdDuration::ZERO);
 }
 
 /// NewReno without SACK or timestamps, 1 % loss.
@@ -221,5 +264,27 @@ fn linux_newreno_no_sack() {
         cc: tcp::CongestionControl::NewReno,
         ..TcpConfig::default()
     };
-    run(0.01, cfg, 79);
+    run(0.01, cfg, 79, false, StdDuration::ZERO);
+}
+
+/// Passive open: Linux connects to our listener (RFC 9293 §3.5), 1 % loss.
+#[test]
+#[ignore = "needs root and /dev/net/tun"]
+fn linux_connects_to_us() {
+    run(0.01, TcpConfig::default(), 80, true, StdDuration::ZERO);
+}
+
+/// A Linux reader that sleeps 1.5 s: its window closes, we probe (RFC 9293 §3.8.6.1) and
+/// resume when it reads.
+#[test]
+#[ignore = "needs root and /dev/net/tun"]
+fn linux_slow_reader_zero_window() {
+    let st = run(
+        0.0,
+        TcpConfig::default(),
+        81,
+        false,
+        StdDuration::from_millis(1500),
+    );
+    assert!(st.window_probes > 0, "no zero-window probes: {st:?}");
 }
