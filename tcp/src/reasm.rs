@@ -122,6 +122,31 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
         filled
     }
 
+    /// The next in-order chunk, without removing it.
+    pub(crate) fn front(&self) -> Option<(&B, Range<usize>)> {
+        self.inorder.front().map(|(b, r)| (b, r.clone()))
+    }
+
+    /// Drop `n` bytes from the front of the in-order data (across chunks); returns how many
+    /// were dropped.
+    pub(crate) fn consume(&mut self, mut n: usize) -> usize {
+        let mut done = 0;
+        while n > 0 {
+            let Some((_, r)) = self.inorder.front_mut() else {
+                break;
+            };
+            let k = n.min(r.len());
+            r.start += k;
+            n -= k;
+            done += k;
+            self.inorder_bytes -= k;
+            if r.start >= r.end {
+                self.inorder.pop_front();
+            }
+        }
+        done
+    }
+
     /// Next in-order chunk for the application.
     pub(crate) fn pop(&mut self) -> Option<(B, Range<usize>)> {
         let (b, r) = self.inorder.pop_front()?;
@@ -214,6 +239,21 @@ mod tests {
             out.extend_from_slice(&b[r]);
         }
         assert_eq!(out, b"abcdefghij");
+        // Partial consumption across chunks.
+        assert_eq!(
+            q.insert(&mut nxt, 110, b"klm".to_vec(), 0..3),
+            Insert::InOrder { filled: false }
+        );
+        assert_eq!(
+            q.insert(&mut nxt, 113, b"nop".to_vec(), 0..3),
+            Insert::InOrder { filled: false }
+        );
+        assert_eq!(q.consume(4), 4);
+        let (b, r) = q.front().unwrap();
+        assert_eq!(&b[r], b"op");
+        assert_eq!(q.readable_bytes(), 2);
+        assert_eq!(q.consume(10), 2);
+        assert!(q.front().is_none());
         assert_eq!(
             q.insert(&mut nxt, 100, b"x".to_vec(), 0..1),
             Insert::Duplicate

@@ -608,10 +608,30 @@ impl<B: SegBuf> Connection<B> {
         self.events.pop_front()
     }
 
+    /// The next chunk of in-order payload without taking it: for a consumer that parses in
+    /// place and may stop mid-chunk (an MPA deframer holding back a partial FPDU), followed by
+    /// [`Connection::consume_readable`].
+    pub fn peek_readable(&self) -> Option<(&B, Range<usize>)> {
+        self.rx.front()
+    }
+
+    /// Release `n` bytes of in-order payload (possibly spanning chunks, possibly part of one);
+    /// returns how many were released. Buffers fully consumed are dropped.
+    pub fn consume_readable(&mut self, n: usize) -> usize {
+        let done = self.rx.consume(n);
+        self.after_read();
+        done
+    }
+
     /// Next chunk of in-order payload: the caller's buffer and the payload range in it.
     #[must_use]
     pub fn poll_readable(&mut self) -> Option<(B, Range<usize>)> {
         let out = self.rx.pop()?;
+        self.after_read();
+        Some(out)
+    }
+
+    fn after_read(&mut self) {
         // RFC 9293 §3.8.6.2.2: announce a reopened window once it grew by enough
         // (min(RCV.BUFF/2, Eff.snd.MSS)).
         let wnd_now = self.rcv_adv.saturating_sub(self.rcv_nxt);
@@ -620,7 +640,6 @@ impl<B: SegBuf> Connection<B> {
         if can >= wnd_now + step.max(1) && (wnd_now < step * 4 || can >= wnd_now * 2) {
             self.ack_now = true;
         }
-        Some(out)
     }
 
     // ---- helpers ----

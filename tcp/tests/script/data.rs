@@ -350,6 +350,29 @@ fn zero_receive_window() {
     );
 }
 
+/// Partial in-place consumption (an MPA deframer holding back a partial FPDU): the window
+/// reopens by what was consumed (RFC 9293 §3.8.6.2.2: only once by at least min(RCV.BUFF/2,
+/// MSS)).
+#[test]
+fn partial_consume_reopens_window() {
+    run_est(
+        "0 cfg rwnd 3000",
+        r"
+10  < P. 1:1001(1000) ack 1
+10  > . 1:1(0) ack 1001 win 2000
+11  < P. 1001:3001(2000) ack 1
+11  > . 1:1(0) ack 3001 win 0
+20  consume 700
+20  none
+30  consume 300
+30  none
+40  consume 1500
+40  > . 1:1(0) ack 3001 win 2500
+40  read 500
+",
+    );
+}
+
 /// RFC 9293 §3.10.7.4 seventh: data past the right window edge is trimmed.
 #[test]
 fn data_trimmed_to_window() {

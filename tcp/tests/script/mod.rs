@@ -690,6 +690,31 @@ fn step(r: &mut Runner, t: &[&str]) {
                 r.fail(&format!("read {got} bytes, expected {want}"));
             }
         }
+        ["consume", n] => {
+            // Peek and check bytes in place, then release exactly n (partial chunks allowed).
+            let want: usize = num(r, Some(n));
+            let mut left = want;
+            let mut off = r.read_off;
+            {
+                let c = r.conn_mut();
+                while left > 0 {
+                    let Some((b, range)) = c.peek_readable() else {
+                        break;
+                    };
+                    let k = left.min(range.len());
+                    for (i, byte) in b[range.start..range.start + k].iter().enumerate() {
+                        assert_eq!(*byte, pattern_in(off + i as u64), "peeked data mismatch");
+                    }
+                    assert_eq!(c.consume_readable(k), k);
+                    off += k as u64;
+                    left -= k;
+                }
+            }
+            if left > 0 {
+                r.fail(&format!("only {} bytes readable", want - left));
+            }
+            r.read_off = off;
+        }
         ["none"] => {
             r.pump();
             if let Some(o) = r.queue.front() {
