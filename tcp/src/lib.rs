@@ -65,6 +65,8 @@ mod reasm;
 mod rtt;
 mod sack;
 pub mod stats;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod wire;
 
 pub use config::{ChecksumMode, ConfigError, CongestionControl, Keepalive, TcpConfig};
