@@ -279,6 +279,22 @@ impl<B: SegBuf> Endpoint<B> {
         Some(c)
     }
 
+    /// Reap every closed connection whose events were all polled; returns how many.
+    pub fn reap_closed(&mut self) -> usize {
+        let dead: Vec<ConnHandle> = (0..self.conns.len())
+            .filter(|&i| {
+                self.conns[i]
+                    .as_ref()
+                    .is_some_and(|c| c.is_closed() && !c.has_events())
+            })
+            .map(ConnHandle)
+            .collect();
+        for h in &dead {
+            self.reap(*h);
+        }
+        dead.len()
+    }
+
     /// Endpoint-level segments (resets for unmatched segments).
     #[must_use]
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {

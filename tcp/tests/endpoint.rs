@@ -71,6 +71,23 @@ fn listener_demuxes_by_tuple_with_distinct_isns() {
     }
     assert_eq!(count, 10);
     assert_eq!(ep.stats().segs_out, 10);
+    // Abort them all: the RSTs are sent, the Closed events must be polled before reaping.
+    for h in &handles {
+        ep.conn_mut(*h).unwrap().abort();
+    }
+    while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {}
+    assert_eq!(ep.reap_closed(), 0);
+    for h in &handles {
+        let c = ep.conn_mut(*h).unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(tcp::Event::Closed(tcp::CloseReason::Aborted))
+        );
+    }
+    assert_eq!(ep.reap_closed(), 10);
+    assert!(ep.handles().is_empty());
+    // Counters survive reaping.
+    assert_eq!(ep.stats().resets_sent, 10);
 }
 
 /// The backlog bounds connections awaiting accept; extra SYNs are dropped.

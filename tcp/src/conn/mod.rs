@@ -596,6 +596,11 @@ impl<B: SegBuf> Connection<B> {
 
     // ---- outputs ----
 
+    /// Whether `poll_event` has something.
+    pub fn has_events(&self) -> bool {
+        self.acked_event || !self.events.is_empty()
+    }
+
     /// Next event, if any.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
