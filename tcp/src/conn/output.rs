@@ -210,7 +210,14 @@ impl<B: SegBuf> Connection<B> {
         } else {
             self.snd_nxt - self.snd_una
         };
-        let cwnd_room = self.cc.cwnd.saturating_sub(in_flight);
+        // RFC 3042 limited transmit: the first two duplicate ACKs each release one new
+        // segment beyond cwnd, so small windows still reach three duplicates.
+        let limited = if self.in_recovery {
+            0
+        } else {
+            u64::from(self.dupacks.min(2)) * emss
+        };
+        let cwnd_room = (self.cc.cwnd + limited).saturating_sub(in_flight);
         let wnd_edge = self.snd_una + self.snd_wnd;
         let wnd_room = wnd_edge.saturating_sub(self.snd_nxt);
         let room = cwnd_room.min(wnd_room).min(self.tx_limit);

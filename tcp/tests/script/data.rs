@@ -218,6 +218,29 @@ fn sack_recovery_fills_holes() {
     );
 }
 
+/// RFC 3042 limited transmit: each of the first two duplicate ACKs sends one new segment
+/// beyond cwnd; the third triggers the fast retransmit (RFC 5681 §3.2).
+#[test]
+fn limited_transmit() {
+    run_est(
+        "0 cfg iw 2",
+        r"
+10  send 8760
+10  > . 1:1461(1460) ack 1
+10  > . 1461:2921(1460) ack 1
+20  < . 1:1(0) ack 1 <sack 1461:2921>
+20  > . 2921:4381(1460) ack 1
+21  < . 1:1(0) ack 1 <sack 1461:4381>
+21  > . 4381:5841(1460) ack 1
+22  < . 1:1(0) ack 1 <sack 1461:5841>
+22  > . 1:1461(1460) ack 1
+// RFC 6675 §5 NextSeg rule 2: with pipe (1460) < cwnd (2920) new data may follow.
+22  > . 5841:7301(1460) ack 1
+22  stat fast_retransmits 1
+",
+    );
+}
+
 /// RFC 9293 §3.8.3 (R2): too many retransmissions close the connection.
 #[test]
 fn retransmission_limit() {
