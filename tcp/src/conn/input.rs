@@ -161,7 +161,10 @@ impl<B: SegBuf> Connection<B> {
         let acceptable = match (len, wnd) {
             (0, 0) => off == 0,
             (0, _) => 0 <= off && off < wnd,
-            (_, 0) => false,
+            // RFC 9293 §3.10.7.4: with a zero window "special allowance should be made to
+            // accept valid ACKs": a segment at RCV.NXT is processed for its ACK, and its text
+            // is trimmed away below (as Linux's tcp_sequence does).
+            (_, 0) => off == 0,
             _ => (0 <= off && off < wnd) || (0 < off + len && off + len - 1 < wnd),
         };
         if !acceptable {

@@ -396,6 +396,26 @@ fn partial_consume_reopens_window() {
     );
 }
 
+/// RFC 9293 §3.10.7.4 (zero window): the ACK of a data segment we cannot take is still
+/// processed.
+#[test]
+fn zero_window_still_processes_acks() {
+    run_est(
+        "0 cfg rwnd 1000",
+        r"
+10  send 500
+10  > P. 1:501(500) ack 1
+11  < P. 1:1001(1000) ack 1
+11  > . 501:501(0) ack 1001 win 0
+12  < P. 1001:1101(100) ack 501
+12  > . 501:501(0) ack 1001 win 0
+12  acked 500
+12  read 1000
+12  > . 501:501(0) ack 1001 win 1000
+",
+    );
+}
+
 /// RFC 9293 §3.10.7.4 seventh: data past the right window edge is trimmed.
 #[test]
 fn data_trimmed_to_window() {
