@@ -98,7 +98,10 @@ pub mod ddp_etype {
     pub const UNTAGGED: u8 = 0x2;
 }
 
-/// RDMAP errors (RFC 5040 §7.2).
+/// RDMAP errors: the RDMA-layer rows of the TERMINATE error table (RFC 5040 §4.8, §7; the
+/// same rows are the IANA "RDMAP Errors" registry of RFC 6580 §3.1, which RFC 7306 left
+/// unchanged). Codes 0x09 (STag cannot be invalidated) and 0xFF (unspecified) exist under
+/// both Remote Protection and Remote Operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RdmapError {
     /// Local catastrophic error (etype 0, ecode 0).
@@ -122,8 +125,13 @@ pub enum RdmapError {
     CatastrophicStream,
     /// Remote operation: catastrophic global error (0x08).
     CatastrophicGlobal,
-    /// Remote protection: STag cannot be invalidated (0x09).
+    /// Remote protection: STag cannot be invalidated (0x09), e.g. the STag belongs to another
+    /// PD or may not be invalidated remotely.
     CannotInvalidate,
+    /// Remote operation: STag cannot be invalidated (0x09), e.g. no such STag.
+    CannotInvalidateOperation,
+    /// Remote protection: unspecified error (0xff).
+    UnspecifiedProtection,
     /// Remote operation: unspecified error (0xff).
     UnspecifiedOperation,
 }
@@ -143,6 +151,8 @@ impl From<RdmapError> for TermCode {
             RdmapError::CatastrophicStream => (REMOTE_OPERATION, 0x07),
             RdmapError::CatastrophicGlobal => (REMOTE_OPERATION, 0x08),
             RdmapError::CannotInvalidate => (REMOTE_PROTECTION, 0x09),
+            RdmapError::CannotInvalidateOperation => (REMOTE_OPERATION, 0x09),
+            RdmapError::UnspecifiedProtection => (REMOTE_PROTECTION, 0xff),
             RdmapError::UnspecifiedOperation => (REMOTE_OPERATION, 0xff),
         };
         TermCode {
@@ -153,7 +163,8 @@ impl From<RdmapError> for TermCode {
     }
 }
 
-/// DDP errors (RFC 5041 §7.2).
+/// DDP errors: the DDP-layer rows of the TERMINATE error table (RFC 5041 §7.2; IANA "DDP
+/// Errors", RFC 6580 §3.2). Untagged code 0x00 is not assigned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DdpError {
     /// Local catastrophic error (etype 0, ecode 0).
@@ -207,7 +218,8 @@ impl From<DdpError> for TermCode {
     }
 }
 
-/// LLP (MPA) errors (RFC 5044 §8, RFC 6581 §9).
+/// LLP (MPA) errors, error type 0 "MPA" (RFC 5044 §8 codes 0x01-0x04; RFC 6581 adds 0x05-0x07
+/// for the enhanced connection setup; IANA "LLP Errors", RFC 6580 §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LlpError {
     /// TCP connection closed, terminated or lost (0x01).
@@ -351,6 +363,84 @@ mod tests {
             TermCode::from(AccessError::InvalidStag),
             RdmapError::InvalidStag.into()
         );
+    }
+
+    /// Every row of the RFC 5040 §4.8 / RFC 5041 §7.2 / RFC 5044 §8 tables (as registered by
+    /// IANA, RFC 6580), one by one.
+    #[test]
+    fn full_error_tables() {
+        use DdpError as D;
+        use LlpError as L;
+        use RdmapError as R;
+        let rdmap = [
+            (R::LocalCatastrophic, 0, 0x00),
+            (R::InvalidStag, 1, 0x00),
+            (R::BaseBounds, 1, 0x01),
+            (R::AccessRights, 1, 0x02),
+            (R::StagNotAssociated, 1, 0x03),
+            (R::ToWrap, 1, 0x04),
+            (R::CannotInvalidate, 1, 0x09),
+            (R::UnspecifiedProtection, 1, 0xff),
+            (R::InvalidVersion, 2, 0x05),
+            (R::UnexpectedOpcode, 2, 0x06),
+            (R::CatastrophicStream, 2, 0x07),
+            (R::CatastrophicGlobal, 2, 0x08),
+            (R::CannotInvalidateOperation, 2, 0x09),
+            (R::UnspecifiedOperation, 2, 0xff),
+        ];
+        for (e, t, c) in rdmap {
+            assert_eq!(
+                TermCode::from(e),
+                TermCode {
+                    layer: Layer::Rdmap,
+                    etype: t,
+                    ecode: c
+                }
+            );
+        }
+        let ddp = [
+            (D::LocalCatastrophic, 0, 0x00),
+            (D::TaggedInvalidStag, 1, 0x00),
+            (D::TaggedBaseBounds, 1, 0x01),
+            (D::TaggedStagNotAssociated, 1, 0x02),
+            (D::TaggedToWrap, 1, 0x03),
+            (D::TaggedInvalidVersion, 1, 0x04),
+            (D::UntaggedInvalidQn, 2, 0x01),
+            (D::UntaggedNoBuffer, 2, 0x02),
+            (D::UntaggedMsnRange, 2, 0x03),
+            (D::UntaggedInvalidMo, 2, 0x04),
+            (D::UntaggedTooLong, 2, 0x05),
+            (D::UntaggedInvalidVersion, 2, 0x06),
+        ];
+        for (e, t, c) in ddp {
+            assert_eq!(
+                TermCode::from(e),
+                TermCode {
+                    layer: Layer::Ddp,
+                    etype: t,
+                    ecode: c
+                }
+            );
+        }
+        let llp = [
+            (L::StreamLost, 0x01),
+            (L::Crc, 0x02),
+            (L::MarkerMismatch, 0x03),
+            (L::InvalidReqRep, 0x04),
+            (L::LocalCatastrophic, 0x05),
+            (L::InsufficientIrd, 0x06),
+            (L::NoMatchingRtr, 0x07),
+        ];
+        for (e, c) in llp {
+            assert_eq!(
+                TermCode::from(e),
+                TermCode {
+                    layer: Layer::Llp,
+                    etype: 0,
+                    ecode: c
+                }
+            );
+        }
     }
 
     #[test]

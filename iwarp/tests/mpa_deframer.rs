@@ -165,6 +165,63 @@ fn markers_are_on_the_wire_every_512_octets() {
     assert_eq!(stream.len(), plain.len() + 3 * 4);
 }
 
+/// RFC 5044 §5: markers sit every 512 octets from the start of the first FPDU, and the first
+/// one, in front of the first FPDU, has FPDUPTR 0; an FPDU that starts at any later marker
+/// position likewise has the marker in front of its ULPDU_LENGTH with FPDUPTR 0. The marker
+/// belongs to that FPDU: the CRC (RFC 5044 §4.1/§6) covers it, as Wireshark's MPA dissector
+/// computes it (CRC from the first octet of the segment, markers included). Golden bytes.
+#[test]
+fn fpdu_at_a_marker_position_golden() {
+    for stream_pos in [0u32, 512, 1024 * 1024] {
+        let ulpdu: Vec<u8> = (0u8..60).collect();
+        let stream = frame_all(
+            FramerConfig {
+                crc: true,
+                markers: true,
+                stream_pos,
+            },
+            std::slice::from_ref(&ulpdu),
+        );
+        // marker (4) + length (2) + 60 + pad 2 + CRC 4
+        assert_eq!(stream.len(), 72, "pos {stream_pos}");
+        assert_eq!(&stream[..4], &[0, 0, 0, 0], "leading marker, FPDUPTR 0");
+        assert_eq!(&stream[4..6], &60u16.to_be_bytes());
+        assert_eq!(&stream[6..66], &ulpdu[..]);
+        let crc = netcore::crc::crc32c(&stream[..68]);
+        assert_eq!(
+            &stream[68..],
+            &crc.to_le_bytes(),
+            "CRC covers the leading marker"
+        );
+        let without = netcore::crc::crc32c(&stream[4..68]);
+        assert_ne!(&stream[68..], &without.to_le_bytes());
+    }
+    // An FPDU that starts 8 octets before a marker: the marker lands inside it after the
+    // length field and 6 ULPDU octets, FPDUPTR 8 (from the ULPDU_LENGTH field to the marker).
+    let stream = frame_all(
+        FramerConfig {
+            crc: true,
+            markers: true,
+            stream_pos: 504,
+        },
+        &[vec![7u8; 20]],
+    );
+    assert_eq!(&stream[8..12], &[0, 0, 0, 8]);
+    let n = stream.len();
+    assert_eq!(
+        &stream[n - 4..],
+        &netcore::crc::crc32c(&stream[..n - 4]).to_le_bytes()
+    );
+    // The deframer takes both back.
+    let cfg = DeframerConfig {
+        crc: true,
+        markers: true,
+        stream_pos: 504,
+        ..DeframerConfig::default()
+    };
+    assert_eq!(run(cfg, &stream, &mut || 1), vec![Ev::Fpdu(vec![7u8; 20])]);
+}
+
 #[test]
 fn bad_crc_is_an_error_with_term_code() {
     let msgs = vec![vec![1u8; 100], vec![2u8; 50]];

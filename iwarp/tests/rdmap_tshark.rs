@@ -57,7 +57,7 @@ fn run_pair(crc: bool, markers: bool) -> Pair {
     p.drive();
     assert_eq!(p.b.state(), QpState::Rts);
     let mut wr = WorkRequest::new(4, WrOpcode::SendInvalidate, sge(0, 17));
-    wr.invalidate = Stag(0x4444_4400); // B cannot invalidate it: B answers with a Terminate.
+    wr.invalidate = Stag(0x4444_4400); // No such STag at B: B answers with a Terminate.
     p.a.post_send(wr).unwrap();
     p.drive();
     assert_eq!(p.b.state(), QpState::Error);
@@ -72,11 +72,19 @@ fn tshark_decodes_our_rdmap_messages() {
         );
         return;
     };
-    // Markers are left out: with markers on, an FPDU that starts exactly at a marker position
-    // (stream offset a multiple of 512) is read by Wireshark 4.0 as if the marker closed the
-    // previous FPDU, while our framer/deframer put it in front of the new one (FPDUPTR 0).
-    // Reported to the MPA owner; our own deframer accepts these streams (tests/pair.rs).
-    for (crc, markers) in [(false, false), (true, false)] {
+    // Markers on (RFC 5044 §5) are checked FPDU by FPDU, with one documented exception.
+    // RFC 5044 places the first marker in front of the first FPDU with FPDUPTR 0; a marker
+    // that falls where an FPDU starts therefore belongs in front of that FPDU's ULPDU_LENGTH
+    // (Wireshark's own `dissect_mpa_fpdu` reads it that way too: it skips a marker at the
+    // start of a segment). Wireshark 4.0's `number_of_markers()` however counts
+    // `(size - first) / 512 + 1` markers in a segment, one too many when the segment ends
+    // exactly at a marker position: it then adds 4 octets to that FPDU's length, reassembles
+    // it with the first 4 octets (the marker) of the next segment and reports a bad CRC for
+    // both. That is a Wireshark off-by-one, not a divergence from RFC 5044, so only those two
+    // FPDUs (the one ending at a multiple of 512 and its successor) are skipped here; every
+    // other FPDU must decode with a good CRC. Our own deframer accepts the whole stream
+    // (tests/pair.rs, mpa_deframer.rs).
+    for (crc, markers) in [(false, false), (true, false), (true, true)] {
         let p = run_pair(crc, markers);
         let mut t = TcpScript::new(([10, 9, 0, 1], 40_000), ([10, 9, 0, 2], 7174));
         let req = Repr {
@@ -114,11 +122,43 @@ fn tshark_decodes_our_rdmap_messages() {
         std::fs::write(&path, t.pcap.bytes()).unwrap();
         let v = run_tshark(&ts, &path, &["-V"]);
         let label = format!("crc={crc} markers={markers} ({})", path.display());
-        assert!(!v.contains("Malformed"), "{label}: malformed");
-        assert!(!v.contains("Bad CRC"), "{label}: bad CRC");
         let fpdus = p.sent_a.len() + p.sent_b.len();
-        if crc {
-            assert_eq!(v.matches("Good CRC32").count(), fpdus, "{label}");
+        if markers {
+            let blocks = frame_blocks(&v);
+            let mut checked = 0;
+            let mut skipped = 0;
+            // Frames: 3 handshake, then a data frame and its ACK per send; the Request and
+            // Reply are sends 0 and 1, then A's FPDUs, then B's.
+            for (first_send, sent) in [(2, &p.sent_a), (2 + p.sent_a.len(), &p.sent_b)] {
+                let skip = wireshark_marker_miscount(sent);
+                for (j, f) in sent.iter().enumerate() {
+                    if skip[j] {
+                        skipped += 1;
+                        continue;
+                    }
+                    let frame = 4 + 2 * (first_send + j);
+                    let b = blocks.get(&frame).map(String::as_str).unwrap_or("");
+                    assert!(
+                        b.contains("Good CRC32")
+                            && !b.contains("Bad CRC")
+                            && !b.contains("Malformed"),
+                        "{label}: frame {frame} ({} octets) not decoded cleanly:\n{b}",
+                        f.len()
+                    );
+                    checked += 1;
+                }
+            }
+            assert!(
+                skipped > 0,
+                "{label}: the Wireshark case no longer occurs; update the test"
+            );
+            assert_eq!(checked + skipped, fpdus, "{label}");
+        } else {
+            assert!(!v.contains("Malformed"), "{label}: malformed");
+            assert!(!v.contains("Bad CRC"), "{label}: bad CRC");
+            if crc {
+                assert_eq!(v.matches("Good CRC32").count(), fpdus, "{label}");
+            }
         }
         for op in [
             "Send (0x3)",
@@ -129,10 +169,54 @@ fn tshark_decodes_our_rdmap_messages() {
         ] {
             assert!(v.contains(op), "{label}: no {op}");
         }
-        // The Terminate reads as RDMAP / Remote Protection / STag cannot be Invalidated.
+        // The Terminate reads as RDMAP / Remote Operation / STag cannot be Invalidated (no such STag).
         assert!(v.contains("STag cannot be Invalidated"), "{label}");
         if std::env::var("KEEP_PCAP").is_err() {
             std::fs::remove_file(&path).ok();
         }
     }
+}
+
+/// The `tshark -V` text of each frame, by frame number.
+fn frame_blocks(v: &str) -> std::collections::HashMap<usize, String> {
+    let mut out = std::collections::HashMap::new();
+    let mut cur: Option<(usize, String)> = None;
+    for line in v.lines() {
+        if let Some(rest) = line.strip_prefix("Frame ") {
+            if let Some((n, _)) = rest.split_once(':')
+                && let Ok(n) = n.parse::<usize>()
+            {
+                if let Some((k, b)) = cur.take() {
+                    out.insert(k, b);
+                }
+                cur = Some((n, String::new()));
+            }
+        }
+        if let Some((_, b)) = cur.as_mut() {
+            b.push_str(line);
+            b.push('\n');
+        }
+    }
+    if let Some((k, b)) = cur {
+        out.insert(k, b);
+    }
+    out
+}
+
+/// For one direction's FPDUs (one per TCP segment, the first at the marker origin): true for
+/// the FPDUs Wireshark 4.0 misreads, i.e. one that ends exactly at a marker position
+/// (RFC 5044 §5: every 512 octets) and the FPDU after it.
+fn wireshark_marker_miscount(sent: &[Vec<u8>]) -> Vec<bool> {
+    let mut skip = vec![false; sent.len()];
+    let mut off = 0usize;
+    for (j, f) in sent.iter().enumerate() {
+        off += f.len();
+        if off % 512 == 0 {
+            skip[j] = true;
+            if let Some(s) = skip.get_mut(j + 1) {
+                *s = true;
+            }
+        }
+    }
+    skip
 }

@@ -419,7 +419,7 @@ fn rows() -> Vec<Row> {
             "send with invalidate of unknown stag",
             true,
             |_| frame(&[send(Opcode::SendInvalidate, 0, 1, 0, 0xbad0_0000, 8)]),
-            CannotInvalidate.into(),
+            CannotInvalidateOperation.into(),
             (true, false),
         ),
         r(
@@ -427,6 +427,22 @@ fn rows() -> Vec<Row> {
             true,
             |e| frame(&[send(Opcode::SendInvalidate, 0, 1, 0, e.other_pd.stag.0, 8)]),
             CannotInvalidate.into(),
+            (true, false),
+        ),
+        r(
+            "immediate data with payload after its 8 bytes",
+            true,
+            |_| {
+                frame(&[ulpdu(
+                    Header {
+                        opcode: Opcode::ImmediateData,
+                        ddp: rw::untagged(true, qn::SEND, 1, 0, 0),
+                        rdmap: RdmapPart::Immediate(7),
+                    },
+                    4,
+                )])
+            },
+            UnspecifiedOperation.into(),
             (true, false),
         ),
         r(

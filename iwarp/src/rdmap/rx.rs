@@ -280,6 +280,14 @@ impl Qp {
     ) -> Result<Sink, TermCode> {
         match q {
             qn::SEND => {
+                // RFC 7306 Immediate Data: one segment of exactly the 8-byte header. RFC 7306
+                // assigns no error code for a longer one; report an unspecified remote
+                // operation error (RFC 5040 §4.8).
+                if matches!(h.opcode, Opcode::ImmediateData | Opcode::ImmediateDataSe)
+                    && (len != 0 || !h.ddp.last || mo != 0)
+                {
+                    return Err(RdmapError::UnspecifiedOperation.into());
+                }
                 if self.rx.cur_recv.is_none() {
                     if mo != 0 {
                         return Err(DdpError::UntaggedInvalidMo.into());
@@ -454,12 +462,19 @@ impl Qp {
         let mut invalidated = None;
         if matches!(op, Opcode::SendInvalidate | Opcode::SendSeInvalidate) {
             // RFC 5040 §6.4 / RFC 5042 §5: only a valid STag of our PD registered for remote
-            // invalidation may be invalidated by the peer.
-            let ok = mem.lookup(inv).is_some_and(|i| {
-                i.valid && i.stag == inv && i.pd == self.cfg.pd && i.remote_invalidate
-            });
-            if !ok || mem.invalidate(inv).is_err() {
-                return Err(RdmapError::CannotInvalidate.into());
+            // invalidation may be invalidated by the peer. RFC 5040 §4.8 lists "STag cannot be
+            // invalidated" under both Remote Operation (no such STag) and Remote Protection
+            // (an STag the peer may not invalidate); siw splits them the same way.
+            let info = mem.lookup(inv).filter(|i| i.valid && i.stag == inv);
+            match info {
+                None => return Err(RdmapError::CannotInvalidateOperation.into()),
+                Some(i) if i.pd != self.cfg.pd || !i.remote_invalidate => {
+                    return Err(RdmapError::CannotInvalidate.into());
+                }
+                Some(_) => {}
+            }
+            if mem.invalidate(inv).is_err() {
+                return Err(RdmapError::CannotInvalidateOperation.into());
             }
             invalidated = Some(inv);
         }

@@ -26,11 +26,16 @@
 //! |                  Data Source Tagged Offset (64)               |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
-//! Atomic Request header (RFC 7306 §4.3), 52 bytes: Reserved (28 bits) | AOpCode (4 bits),
-//! Request Identifier, Remote STag, Remote Tagged Offset (64), Add or Swap Data (64), Add or
-//! Swap Mask (64), Compare Data (64), Compare Mask (64).
-//! Atomic Response header (RFC 7306 §4.4), 12 bytes: Original Request Identifier, Original
-//! Remote Data Value (64). Immediate Data header (RFC 7306 §4.5): 8 bytes of data.
+//! Atomic Request header (RFC 7306), 52 bytes after the untagged DDP header (QN 1): Reserved
+//! (28 bits) | AOpCode (4 bits), Request Identifier, Remote STag, Remote Tagged Offset (64),
+//! Add or Swap Data (64), Add or Swap Mask (64), Compare Data (64), Compare Mask (64). All
+//! three operations carry all fields (unused ones zero); Wireshark's dissector reads the same
+//! order and widths.
+//! Atomic Response header (RFC 7306), 12 bytes after the untagged DDP header (QN 3): Original
+//! Request Identifier, Original Remote Data Value (64).
+//! Immediate Data (RFC 7306): exactly 8 bytes after the untagged DDP header (QN 0), a
+//! single-segment message that consumes a posted receive; the 8 bytes are reported in the
+//! receive completion, nothing is placed.
 
 use core::fmt;
 
@@ -52,13 +57,18 @@ pub const IMM_LEN: usize = 8;
 /// Largest header this module parses (untagged + atomic request).
 pub const MAX_HDR_LEN: usize = ddp::UNTAGGED_HDR_LEN + ATOMIC_REQ_LEN;
 
-/// Untagged queue numbers (RFC 5040 §5.1; RFC 7306 §5 for the atomic queues).
+/// Untagged queue numbers (RFC 5040 §5.1 for 0-2; RFC 7306 for 3). The IANA "RDMAP DDP
+/// Untagged Queue Numbers" registry (RFC 6580, extended by RFC 7306) lists 0 Send variants,
+/// 1 RDMA Read Requests, 2 Terminates, 3 Atomic Responses. Atomic Requests travel on QN 1
+/// with the Read Requests: they are ordered with them and share IRD/ORD (RFC 7306 message
+/// table; the requester's ORD and the responder's IRD count both kinds).
 pub mod qn {
-    /// Send, Send with Invalidate/SE, Immediate Data.
+    /// Send, Send with Invalidate/SE/SE+Invalidate, Immediate Data (with SE); each message
+    /// consumes one posted receive (RFC 5040 §5.3, RFC 7306).
     pub const SEND: u32 = 0;
-    /// RDMA Read Request; RFC 7306 Atomic Requests share it (both consume IRD).
+    /// RDMA Read Request and RFC 7306 Atomic Request.
     pub const READ_REQ: u32 = 1;
-    /// Terminate.
+    /// Terminate (RFC 5040 §4.8).
     pub const TERMINATE: u32 = 2;
     /// RFC 7306 Atomic Response.
     pub const ATOMIC_RESP: u32 = 3;
@@ -66,7 +76,9 @@ pub mod qn {
     pub const COUNT: usize = 4;
 }
 
-/// RDMAP opcodes (RFC 5040 §4.2 and RFC 7306 §4.1).
+/// RDMAP opcodes (RFC 5040 §4.2 for 0x0-0x7; RFC 7306 for 0x8-0xB, IANA "RDMAP Message
+/// Operation Codes"). Cross-checked with Wireshark's `packet-iwarp-ddp-rdmap.c`, which decodes
+/// 0xA as Atomic Request and 0xB as Atomic Response. Linux siw implements only 0x0-0x7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
@@ -169,7 +181,9 @@ pub struct ReadRequest {
     pub src_to: u64,
 }
 
-/// RFC 7306 §4.3 AOpCode values.
+/// RFC 7306 Atomic Operation Codes (the low 4 bits of the first word of the Atomic Request
+/// header; IANA "RDMAP Atomic Operation Codes"). Wireshark decodes 0 as FetchAdd and 2 as
+/// CmpSwap.
 pub mod aopcode {
     /// FetchAdd.
     pub const FETCH_ADD: u8 = 0x0;
