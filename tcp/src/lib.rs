@@ -6,6 +6,27 @@
 //! TCP: [`Endpoint`] demultiplexes segments to [`Connection`]s (see the [`conn`] module docs
 //! for the call order, the zero-copy receive/transmit interfaces and record boundaries).
 //!
+//! # Integration notes (dataplane, MPA)
+//! * **Input**: parse Ethernet/IPv4 in `iface`, then hand the whole frame buffer (the mbuf)
+//!   and the TCP byte range to [`Endpoint::handle_segment`]. The buffer moves into the
+//!   connection only if it carries in-order or held out-of-order payload.
+//! * **Receive**: [`Connection::poll_readable`] yields `(B, Range<usize>)`; or parse in place
+//!   with [`Connection::peek_readable`] + [`Connection::consume_readable`] (a partial FPDU
+//!   stays in TCP, and the window reflects it).
+//! * **Transmit**: [`Connection::poll_transmit`] writes header + payload into one buffer;
+//!   [`Connection::poll_transmit_header`] writes only the header and reports the payload as
+//!   stream offsets, to attach the application's memory as an external buffer. Either way
+//!   the bytes come from a [`SendSource`], read again on every retransmission, so the owner
+//!   must keep stream bytes until [`Event::Acked`] says they are acknowledged.
+//! * **Records**: [`Connection::send_record`] + [`Connection::emss`]: one FPDU per segment.
+//! * **Checksums**: [`ChecksumMode::Offloaded`] skips verification and leaves the pseudo-header
+//!   sum in the checksum field (DPDK `RTE_MBUF_F_TX_TCP_CKSUM` convention).
+//! * **Time**: call [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`] is due
+//!   (a linear scan; a timer wheel belongs to the dataplane for many connections).
+//! * **Lifecycle**: after [`Event::Closed`], [`Endpoint::reap_closed`] frees the slot; stats
+//!   move into [`Endpoint::stats`].
+//! * **Tests** above TCP: feature `testing` exports `testing::Pair`.
+//!
 //! ```
 //! use netcore::Instant;
 //! use smoltcp::wire::Ipv4Address;
