@@ -182,15 +182,14 @@ fn frame_blocks(v: &str) -> std::collections::HashMap<usize, String> {
     let mut out = std::collections::HashMap::new();
     let mut cur: Option<(usize, String)> = None;
     for line in v.lines() {
-        if let Some(rest) = line.strip_prefix("Frame ") {
-            if let Some((n, _)) = rest.split_once(':')
-                && let Ok(n) = n.parse::<usize>()
-            {
-                if let Some((k, b)) = cur.take() {
-                    out.insert(k, b);
-                }
-                cur = Some((n, String::new()));
+        if let Some(rest) = line.strip_prefix("Frame ")
+            && let Some((n, _)) = rest.split_once(':')
+            && let Ok(n) = n.parse::<usize>()
+        {
+            if let Some((k, b)) = cur.take() {
+                out.insert(k, b);
             }
+            cur = Some((n, String::new()));
         }
         if let Some((_, b)) = cur.as_mut() {
             b.push_str(line);
@@ -211,7 +210,7 @@ fn wireshark_marker_miscount(sent: &[Vec<u8>]) -> Vec<bool> {
     let mut off = 0usize;
     for (j, f) in sent.iter().enumerate() {
         off += f.len();
-        if off % 512 == 0 {
+        if off.is_multiple_of(512) {
             skip[j] = true;
             if let Some(s) = skip.get_mut(j + 1) {
                 *s = true;
