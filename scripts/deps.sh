@@ -3,7 +3,7 @@
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
 
-PKGS=(dpdk dpdk-dev libdpdk-dev pkg-config libclang-dev clang iproute2 tshark tcpdump nftables
+PKGS=(dpdk dpdk-dev libdpdk-dev pkg-config libclang-dev clang iproute2 tshark tcpdump nftables ethtool
       iperf3 iputils-ping)
 
 missing=()

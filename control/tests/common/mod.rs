@@ -111,7 +111,35 @@ impl VethPair {
         sh(&format!("ip -n {} link set {} up", p.kns, p.kif));
         sh(&format!("ip -n {} link set lo up", p.kns));
         sh(&format!("ip -n {} link set {} up", p.dns, p.dif));
+        // veth leaves TCP checksums to "hardware" (CHECKSUM_PARTIAL) that does not exist on the
+        // AF_PACKET/AF_XDP path: make the kernel fill them in, as a real NIC would.
+        sh(&format!(
+            "ip netns exec {} ethtool -K {} tx off",
+            p.kns, p.kif
+        ));
         p
+    }
+
+    /// Drop `pct` % of TCP packets at random in both directions on the kernel side (nftables).
+    pub fn set_loss(&self, pct: u32) {
+        let _ = sh_lossy(&format!(
+            "ip netns exec {} nft delete table inet iwloss",
+            self.kns
+        ));
+        if pct == 0 {
+            return;
+        }
+        let rules = format!(
+            "table inet iwloss {{\n chain in {{ type filter hook input priority 0; meta l4proto tcp numgen random mod 100 < {pct} drop; }}\n chain out {{ type filter hook output priority 0; meta l4proto tcp numgen random mod 100 < {pct} drop; }}\n}}\n"
+        );
+        let f = std::env::temp_dir().join(format!("iwloss-{}.nft", self.kns));
+        std::fs::write(&f, rules).expect("write nft rules");
+        sh(&format!(
+            "ip netns exec {} nft -f {}",
+            self.kns,
+            f.display()
+        ));
+        let _ = std::fs::remove_file(f);
     }
 
     /// Run `cmd` inside the kernel-side namespace.
@@ -244,6 +272,37 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The Linux-side TCP peer script.
+pub fn tcp_peer() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tools/tcp_peer.py").to_owned()
+}
+
+/// Start iwarpd inside `veth`'s namespace with `config` (TOML body); waits until it runs.
+pub fn start_iwarpd(veth: &VethPair, dir: &TempDir, name: &str, config: &str) -> Proc {
+    let cfg = dir.write(&format!("{name}.toml"), config);
+    let cmd = format!(
+        "ip netns exec {} {} --config {}",
+        veth.dns,
+        iwarpd(),
+        cfg.display()
+    );
+    let argv: Vec<&str> = cmd.split(' ').collect();
+    let d = Proc::spawn(&argv, &dir.path(&format!("{name}.log")));
+    assert!(
+        d.wait_for("iwarpd: port", Duration::from_secs(20)),
+        "iwarpd did not start:\n{}",
+        d.output()
+    );
+    d
+}
+
+/// Value of `key=value` (space separated) on the first line containing `prefix`.
+pub fn field<'a>(text: &'a str, prefix: &str, key: &str) -> Option<&'a str> {
+    let line = text.lines().find(|l| l.contains(prefix))?;
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// Value of `key = N` in section `[section]` of an iwarpd counters report.
