@@ -24,7 +24,9 @@ use std::collections::VecDeque;
 use netcore::Instant;
 
 use crate::error::{FirstError, TermCode};
+use crate::mpa::wire::RtrKind;
 use crate::mpa::{Deframer, DeframerConfig, Framer, FramerConfig};
+use crate::rdmap::rtr::Rtr;
 use crate::rdmap::rx::RxState;
 use crate::rdmap::terminate::{TermLayout, TerminateHdr};
 use crate::rdmap::tx::{TxMsg, TxSegment};
@@ -68,6 +70,9 @@ pub struct QpConfig {
     pub markers_tx: bool,
     /// How to read an ambiguous received Terminate (see [`TermLayout`]).
     pub term_layout_hint: TermLayout,
+    /// Peer-to-peer mode: the RTR this side sends first or expects first (RFC 6581 §5; see
+    /// [`crate::rdmap::rtr`]). `None` without peer-to-peer mode.
+    pub rtr: Option<Rtr>,
 }
 
 impl Default for QpConfig {
@@ -80,6 +85,7 @@ impl Default for QpConfig {
             markers_rx: false,
             markers_tx: false,
             term_layout_hint: TermLayout::Rfc,
+            rtr: None,
         }
     }
 }
@@ -258,6 +264,8 @@ pub(crate) struct Outstanding {
     pub(crate) req_id: u32,
     /// Send-queue sequence number (completion order).
     pub(crate) seq: u64,
+    /// The peer-to-peer Read RTR: no WR behind it, no completion.
+    pub(crate) rtr: bool,
 }
 
 /// A queue pair. See the module docs for the call order.
@@ -288,6 +296,10 @@ pub struct Qp {
     pub(crate) local_error: FirstError,
     pub(crate) remote_term: Option<TerminateHdr>,
     pub(crate) scratch: Vec<u8>,
+    /// Initiator: the RTR still to send (first FPDU).
+    pub(crate) rtr_tx: Option<RtrKind>,
+    /// Responder: the RTR still to receive; nothing is sent before it.
+    pub(crate) rtr_rx: Option<RtrKind>,
 }
 
 impl Qp {
@@ -322,6 +334,14 @@ impl Qp {
             local_error: FirstError::default(),
             remote_term: None,
             scratch: vec![0; usize::from(u16::MAX)],
+            rtr_tx: match cfg.rtr {
+                Some(Rtr::Send(k)) => Some(k),
+                _ => None,
+            },
+            rtr_rx: match cfg.rtr {
+                Some(Rtr::Expect(k)) => Some(k),
+                _ => None,
+            },
         }
     }
 
@@ -516,7 +536,7 @@ impl Qp {
             self.cq
                 .push_back(flushed(wr.wr_id, sq_cq_opcode(wr.opcode)));
         }
-        for o in self.orq.drain(..) {
+        for o in self.orq.drain(..).filter(|o| !o.rtr) {
             self.cq
                 .push_back(flushed(o.wr.wr_id, sq_cq_opcode(o.wr.opcode)));
         }

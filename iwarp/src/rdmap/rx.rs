@@ -53,6 +53,20 @@ pub(crate) struct RxState {
     expected_msn: [u32; qn::COUNT],
 }
 
+impl RxState {
+    /// The MSN expected next on untagged queue `q` (0 for an unknown queue).
+    pub(crate) fn expected_msn_of(&self, q: u32) -> u32 {
+        self.expected_msn.get(q as usize).copied().unwrap_or(0)
+    }
+
+    /// A message on queue `q` is complete: expect the next MSN.
+    pub(crate) fn bump_msn(&mut self, q: u32) {
+        if let Some(m) = self.expected_msn.get_mut(q as usize) {
+            *m = m.wrapping_add(1);
+        }
+    }
+}
+
 impl Default for RxState {
     fn default() -> Self {
         RxState {
@@ -227,6 +241,11 @@ impl Qp {
     fn begin_segment(&mut self, mem: &mut dyn Memory, h: &Header) -> Result<(), TermCode> {
         let len = self.payload_len();
         let pd = self.cfg.pd;
+        if let Some(kind) = self.rtr_rx {
+            self.begin_rtr(kind, h, len)?;
+            self.rx.sink = Sink::Discard;
+            return Ok(());
+        }
         self.rx.sink = match (h.ddp.buf, h.opcode) {
             // RFC 5041 §7.2 tagged checks; RFC 5040 §5.3 RDMA Write.
             (DdpBuf::Tagged { stag, to }, Opcode::Write) => {
@@ -247,6 +266,11 @@ impl Qp {
                 }
                 if Some(to) != sink_to.checked_add(o.received) || o.received + len > o.size {
                     return Err(DdpError::TaggedBaseBounds.into());
+                }
+                if o.rtr {
+                    // The zero-length answer to our Read RTR names no buffer (RFC 6581 §5).
+                    self.rx.sink = Sink::Discard;
+                    return Ok(());
                 }
                 let (info, off) = check_access(&*mem, stag, pd, Access::LOCAL_WRITE, to, len)
                     .map_err(|e| e.tagged())?;
@@ -372,6 +396,10 @@ impl Qp {
     /// The segment's CRC checked: complete messages.
     fn end_segment(&mut self, mem: &mut dyn Memory, h: &Header) -> Result<(), TermCode> {
         let len = self.payload_len();
+        if self.rtr_rx.is_some() {
+            self.end_rtr(h);
+            return Ok(());
+        }
         match (h.ddp.buf, h.opcode) {
             (DdpBuf::Tagged { .. }, Opcode::Write) => {}
             (DdpBuf::Tagged { .. }, _) => {
@@ -382,6 +410,9 @@ impl Qp {
                     let o = self.orq.pop_front().ok_or(RdmapError::UnexpectedOpcode)?;
                     if o.received != o.size {
                         return Err(DdpError::TaggedBaseBounds.into());
+                    }
+                    if o.rtr {
+                        return Ok(());
                     }
                     let cqe = o.wr.flags.signaled.then_some(Completion {
                         wr_id: o.wr.wr_id,

@@ -114,6 +114,20 @@ impl TxMsg {
         }
     }
 
+    /// A payload-less message that completes nothing (the peer-to-peer RTR).
+    pub(crate) fn control(hdr: Header) -> TxMsg {
+        TxMsg {
+            hdr,
+            src: Src::None,
+            total: 0,
+            sent: 0,
+            report_len: 0,
+            seq: 0,
+            wr: None,
+            after: After::Nothing,
+        }
+    }
+
     pub(crate) fn atomic_response(a: rw::AtomicResponse, msn: u32) -> TxMsg {
         TxMsg {
             hdr: Header {
@@ -146,7 +160,7 @@ pub(crate) fn sges_ok(mem: &dyn MemoryTable, sges: &[Sge], need: Access) -> bool
 }
 
 impl Qp {
-    fn next_msn(&mut self, q: u32) -> u32 {
+    pub(crate) fn next_msn(&mut self, q: u32) -> u32 {
         let m = &mut self.tx_msn[q as usize];
         *m = m.wrapping_add(1);
         *m
@@ -254,6 +268,7 @@ impl Qp {
                         received: 0,
                         req_id: 0,
                         seq,
+                        rtr: false,
                     };
                     let hdr = Header {
                         opcode: Opcode::ReadRequest,
@@ -293,6 +308,7 @@ impl Qp {
                         received: 0,
                         req_id,
                         seq,
+                        rtr: false,
                     };
                     let hdr = Header {
                         opcode: Opcode::AtomicRequest,
@@ -347,6 +363,16 @@ impl Qp {
         }
         if !matches!(self.state, QpState::Rts | QpState::Closing) {
             return None;
+        }
+        // RFC 6581 §5: the responder sends nothing before the initiator's RTR arrived; the
+        // initiator's RTR is its first FPDU.
+        if self.rtr_rx.is_some() {
+            return None;
+        }
+        if self.cur_tx.is_none()
+            && let Some(kind) = self.rtr_tx.take()
+        {
+            self.cur_tx = Some(self.rtr_message(kind));
         }
         if self.cur_tx.is_none() {
             self.cur_tx = match self.irq.pop_front() {
