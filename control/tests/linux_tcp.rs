@@ -17,7 +17,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn config(prefix: &str, dif: &str, diag: &str) -> String {
     format!(
-        "[eal]\nfile_prefix = \"{prefix}-{}\"\n[port]\ndevice = \"net_af_packet0,iface={dif}\"\n\
+        "[eal]\nfile_prefix = \"{prefix}-{}\"\n[port]\ndevice = \"net_af_packet0,iface={dif},framecnt=8192\"\n\
          ip = \"10.78.0.2/24\"\n[dataplane]\ncores = [1]\n[diag]\nrun_seconds = 900\n{diag}",
         std::process::id()
     )

@@ -90,6 +90,9 @@ pub struct LcoreReport {
     pub send: Option<SendReport>,
 }
 
+/// Frames kept for the next iteration when the TX queue is full.
+const TX_BACKLOG: usize = 4096;
+
 /// How often counters are published for readers.
 const PUBLISH_EVERY: u64 = 1024;
 
@@ -173,14 +176,15 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
         }
 
         if !tx.is_empty() {
-            for m in &tx {
-                st.tx_bytes += m.pkt_len() as u64;
-            }
+            let before: u64 = tx.iter().map(|m| m.pkt_len() as u64).sum();
             let sent = q.tx_burst(&mut tx);
             st.tx_packets += sent as u64;
-            st.drop_tx_full += tx.len() as u64;
-            for m in tx.drain(..) {
-                st.tx_bytes -= m.pkt_len() as u64;
+            st.tx_bytes += before - tx.iter().map(|m| m.pkt_len() as u64).sum::<u64>();
+            // A full TX queue is back-pressure, not loss: keep the frames for the next
+            // iteration, up to a bound; drop (and count) only beyond it.
+            if tx.len() > TX_BACKLOG {
+                st.drop_tx_full += (tx.len() - TX_BACKLOG) as u64;
+                tx.truncate(TX_BACKLOG);
             }
         }
 

@@ -51,7 +51,7 @@ counters!(
         tx_packets,
         /// Bytes sent.
         tx_bytes,
-        /// Packets the NIC would not take (TX queue full), dropped.
+        /// Packets dropped because the TX queue stayed full (beyond a 4096-frame backlog).
         drop_tx_full,
         /// Packets dropped: mbuf pool empty when a reply was needed.
         drop_no_mbuf,

@@ -106,11 +106,14 @@ def many(host, port, conns, nbytes):
 
 def discard(host, port, nbytes):
     payload = data(nbytes, seed=3)
+    t0 = time.time()
     s = socket.create_connection((host, port), timeout=TIMEOUT)
     s.sendall(payload)
     s.shutdown(socket.SHUT_WR)
     s.recv(1)
-    print(f"discard sent={nbytes} sha256={hashlib.sha256(payload).hexdigest()}")
+    dt = time.time() - t0
+    print(f"discard sent={nbytes} secs={dt:.3f} gbps={nbytes * 8 / dt / 1e9:.3f} "
+          f"sha256={hashlib.sha256(payload).hexdigest()}")
     return True
 
 
