@@ -52,6 +52,11 @@ impl Scoreboard {
         self.ranges.iter().map(|(l, r)| r - l).sum()
     }
 
+    /// Highest SACKed offset (exclusive end).
+    pub(crate) fn high(&self) -> Option<u64> {
+        self.ranges.last().map(|r| r.1)
+    }
+
     /// First un-SACKed range at or after `from` and below the highest SACKed byte: data the
     /// receiver skipped, hence presumed lost (a simplification of RFC 6675 IsLost()).
     pub(crate) fn next_hole(&self, from: u64) -> Option<(u64, u64)> {

@@ -376,6 +376,7 @@ impl<B: SegBuf> Connection<B> {
         if self.rtx_next < self.snd_una {
             self.rtx_next = self.snd_una;
         }
+        self.una_rtx_mark = None;
         self.sb.advance(self.snd_una);
         while self.records.front().is_some_and(|&b| b <= self.snd_una) {
             self.records.pop_front();
@@ -428,6 +429,23 @@ impl<B: SegBuf> Connection<B> {
         }
         let flight = self.snd_max - self.snd_una;
         let mss = u64::from(self.emss());
+        // Lost retransmission: data sent after our retransmission of the hole at SND.UNA is
+        // SACKed DupThresh segments beyond it while the hole stays open, so that copy was lost
+        // too (the idea of RFC 8985 RACK, reduced to the first hole). Resend it instead of
+        // waiting for the RTO.
+        if self.in_recovery
+            && ack_abs == self.snd_una
+            && let (Some(mark), Some(high)) = (self.una_rtx_mark, self.sb.high())
+            && high >= mark + 3 * mss
+            && self
+                .sb
+                .next_hole(self.snd_una)
+                .is_some_and(|(s, _)| s == self.snd_una)
+        {
+            self.una_rtx_mark = None;
+            self.rtx_next = self.snd_una;
+            self.newreno_rtx = true;
+        }
         if ack_abs > self.snd_una {
             let acked = ack_abs - self.snd_una;
             self.on_new_ack(now, ack_abs);
@@ -458,8 +476,18 @@ impl<B: SegBuf> Connection<B> {
         {
             // RFC 5681 §2 duplicate ACK (RFC 6675 §5: with SACK, new SACK info counts).
             self.dupacks += 1;
-            let sack_lost = self.sack_ok && self.sb.sacked_bytes() >= 3 * mss;
-            if !self.in_recovery && (self.dupacks >= 3 || sack_lost) && self.snd_una >= self.recover
+            // RFC 5827 early retransmit: with fewer than four segments outstanding and nothing
+            // new to send, three duplicates can never come; lower the threshold to oseg - 1.
+            let oseg = flight.div_ceil(mss.max(1));
+            let dupthresh = if oseg < 4 && self.snd_max >= self.app_end {
+                (oseg - 1).max(1)
+            } else {
+                3
+            };
+            let sack_lost = self.sack_ok && self.sb.sacked_bytes() >= dupthresh * mss;
+            if !self.in_recovery
+                && (u64::from(self.dupacks) >= dupthresh || sack_lost)
+                && self.snd_una >= self.recover
             {
                 // RFC 6582 §3.2 step 2 / RFC 6675 §5 step 4: enter loss recovery.
                 self.in_recovery = true;

@@ -260,6 +260,8 @@ pub struct Connection<B> {
     recover: u64,
     rtx_next: u64,
     newreno_rtx: bool,
+    /// SND.MAX when the hole at SND.UNA was last retransmitted in recovery.
+    una_rtx_mark: Option<u64>,
     retries: u32,
 
     // Pending output.
@@ -346,6 +348,7 @@ impl<B: SegBuf> Connection<B> {
             recover: 0,
             rtx_next: 0,
             newreno_rtx: false,
+            una_rtx_mark: None,
             retries: 0,
             ack_now: false,
             unacked_segs: 0,

@@ -180,6 +180,14 @@ impl<B: SegBuf> Connection<B> {
                         self.newreno_rtx = false;
                     }
                     if end > s {
+                        if s == self.snd_una {
+                            self.una_rtx_mark = Some(self.snd_max);
+                            // The oldest outstanding segment was just (re)sent: its timeout
+                            // starts now (RFC 6298 §5.1 applied to the head, as Linux's
+                            // tcp_rearm_rto does), or the RTO would cut recovery short whenever
+                            // RTO < 2 RTT.
+                            self.rtx_at = Some(now + self.rtt.rto());
+                        }
                         self.rtx_next = end;
                         return Some(Plan {
                             start: s,

@@ -114,6 +114,7 @@ impl<B: SegBuf> Connection<B> {
         // RFC 6582 §3.2 step 4 analogue: no fast recovery for losses from before the timeout.
         self.recover = self.snd_max;
         self.rtx_next = self.snd_una;
+        self.una_rtx_mark = None;
         if self.snd_una == 0 {
             self.syn_needed = true;
         }

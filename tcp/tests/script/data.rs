@@ -241,6 +241,28 @@ fn limited_transmit() {
     );
 }
 
+/// RFC 5827 early retransmit: three segments outstanding and nothing more to send, so two
+/// duplicate ACKs suffice.
+#[test]
+fn early_retransmit() {
+    run_est(
+        "",
+        r"
+10  send 4380
+10  > . 1:1461(1460) ack 1
+10  > . 1461:2921(1460) ack 1
+10  > P. 2921:4381(1460) ack 1
+20  < . 1:1(0) ack 1 <sack 1461:2921>
+20  none
+21  < . 1:1(0) ack 1 <sack 1461:4381>
+21  > . 1:1461(1460) ack 1
+21  stat fast_retransmits 1
+30  < . 1:1(0) ack 4381
+30  stat rtos 0
+",
+    );
+}
+
 /// RFC 9293 §3.8.3 (R2): too many retransmissions close the connection.
 #[test]
 fn retransmission_limit() {
