@@ -263,6 +263,43 @@ fn early_retransmit() {
     );
 }
 
+/// A lost fast retransmission is detected when data sent after it is SACKed three segments
+/// beyond (RFC 8985's idea, applied to the head hole) and resent without waiting for the RTO
+/// (RFC 6298 would otherwise be the only way out, RFC 6675 §5.1).
+#[test]
+fn lost_retransmission_resent() {
+    run_est("0 cfg iw 4", r"
+10  send 20000
+10  > . 1:1461(1460) ack 1
+10  > . 1461:2921(1460) ack 1
+10  > . 2921:4381(1460) ack 1
+10  > . 4381:5841(1460) ack 1
+20  < . 1:1(0) ack 1 <sack 1461:2921>
+20  > . 5841:7301(1460) ack 1
+21  < . 1:1(0) ack 1 <sack 1461:4381>
+21  > . 7301:8761(1460) ack 1
+22  < . 1:1(0) ack 1 <sack 1461:5841>
+22  > . 1:1461(1460) ack 1
+23  < . 1:1(0) ack 1 <sack 1461:7301>
+23  none
+24  < . 1:1(0) ack 1 <sack 1461:8761>
+24  > . 8761:10221(1460) ack 1
+25  < . 1:1(0) ack 1 <sack 1461:10221>
+25  > . 10221:11681(1460) ack 1
+26  < . 1:1(0) ack 1 <sack 1461:11681>
+26  > . 11681:13141(1460) ack 1
+27  < . 1:1(0) ack 1 <sack 1461:13141>
+27  > . 1:1461(1460) ack 1
+27  > . 13141:14601(1460) ack 1
+30  < . 1:1(0) ack 14601
+// Recovery ends (RFC 6582 §3.2 step 3): cwnd = min(ssthresh, FlightSize + SMSS) = 2 segments.
+30  > . 14601:16061(1460) ack 1
+30  > . 16061:17521(1460) ack 1
+30  stat rtos 0
+30  stat retransmissions 2
+");
+}
+
 /// RFC 9293 §3.8.3 (R2): too many retransmissions close the connection.
 #[test]
 fn retransmission_limit() {
