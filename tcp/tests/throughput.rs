@@ -41,10 +41,11 @@ fn pair_throughput() {
     let start = std::time::Instant::now();
     while got < total {
         now += Duration::from_micros(10);
-        if let Some(c) = a.conn_mut(ca) {
-            if c.state().is_synchronized() && queued < total {
-                queued += c.send(total - queued).unwrap_or(0);
-            }
+        if let Some(c) = a.conn_mut(ca)
+            && c.state().is_synchronized()
+            && queued < total
+        {
+            queued += c.send(total - queued).unwrap_or(0);
         }
         while let Some((_, t)) = a.poll_transmit_all(now, &mut buf, &mut src) {
             segs += 1;
