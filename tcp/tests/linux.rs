@@ -288,3 +288,166 @@ fn linux_slow_reader_zero_window() {
     );
     assert!(st.window_probes > 0, "no zero-window probes: {st:?}");
 }
+
+/// Our endpoint on one TUN device, without impairments (for the reset tests).
+struct Wire {
+    tun: TunTapInterface,
+    ours: Ipv4Address,
+    theirs: Ipv4Address,
+    buf: Vec<u8>,
+}
+
+impl Wire {
+    fn new(subnet: u8) -> Self {
+        let name = format!("tcplx{}{}", std::process::id() % 1000, subnet);
+        let tun = TunTapInterface::new(&name, Medium::Ip).expect("open tun (needs root)");
+        ip(&[
+            "addr",
+            "add",
+            &format!("10.231.{subnet}.1/24"),
+            "dev",
+            &name,
+        ]);
+        ip(&["link", "set", &name, "up"]);
+        Wire {
+            tun,
+            ours: Ipv4Address::new(10, 231, subnet, 2),
+            theirs: Ipv4Address::new(10, 231, subnet, 1),
+            buf: vec![0u8; 1600],
+        }
+    }
+
+    /// Move packets both ways once.
+    fn pump(&mut self, ep: &mut Endpoint<Vec<u8>>, now: Instant, src: &mut dyn tcp::SendSource) {
+        while let Some((rxt, _)) = self.tun.receive(smoltcp::time::Instant::from_micros(0)) {
+            let pkt = rxt.consume(|b| b.to_vec());
+            let Ok(p) = Ipv4Packet::new_checked(&pkt[..]) else {
+                continue;
+            };
+            let Ok(r) = Ipv4Repr::parse(&p, &smoltcp::phy::ChecksumCapabilities::default()) else {
+                continue;
+            };
+            if r.next_header == IpProtocol::Tcp && r.dst_addr == self.ours {
+                let hl = usize::from(p.header_len());
+                let _ = ep.handle_segment(now, r.src_addr, r.dst_addr, pkt, hl..hl + r.payload_len);
+            }
+        }
+        ep.handle_timeout(now);
+        loop {
+            let t = match ep.poll_transmit(&mut self.buf) {
+                Some(t) => t,
+                None => match ep.poll_transmit_all(now, &mut self.buf, src) {
+                    Some((_, t)) => t,
+                    None => break,
+                },
+            };
+            let repr = Ipv4Repr {
+                src_addr: t.src,
+                dst_addr: t.dst,
+                next_header: IpProtocol::Tcp,
+                payload_len: t.len,
+                hop_limit: 64,
+            };
+            let txt = self
+                .tun
+                .transmit(smoltcp::time::Instant::from_micros(0))
+                .unwrap();
+            let seg = &self.buf[..t.len];
+            txt.consume(repr.buffer_len() + t.len, |out| {
+                repr.emit(
+                    &mut Ipv4Packet::new_unchecked(&mut out[..]),
+                    &smoltcp::phy::ChecksumCapabilities::default(),
+                );
+                out[repr.buffer_len()..].copy_from_slice(seg);
+            });
+        }
+    }
+}
+
+/// RFC 9293 §3.10.7.4 / RFC 5961 §3.2 against Linux: Linux closes a socket with unread data,
+/// which sends a RST (RFC 2525 §2.17); our connection reports `Closed(Reset)`.
+#[test]
+#[ignore = "needs root and /dev/net/tun"]
+fn linux_reset_reaches_us() {
+    let mut w = Wire::new(82);
+    let listener = TcpListener::bind(format!("{}:0", w.theirs)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        std::thread::sleep(StdDuration::from_millis(300));
+        drop(s); // unread data queued: the kernel answers with RST
+    });
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), w.ours, [1; 16]);
+    let start = StdInstant::now();
+    let clock = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
+    let h = ep.connect(clock(), 0, (w.theirs, port)).unwrap();
+    let mut sent = false;
+    let mut reason = None;
+    while start.elapsed() < StdDuration::from_secs(10) && reason.is_none() {
+        let c = ep.conn_mut(h).unwrap();
+        if c.state().is_synchronized() && !sent {
+            c.send(10_000).unwrap();
+            sent = true;
+        }
+        while let Some(e) = c.poll_event() {
+            if let Event::Closed(why) = e {
+                reason = Some(why);
+            }
+        }
+        w.pump(&mut ep, clock(), &mut |_: u64, d: &mut [u8]| d.fill(1));
+        std::thread::sleep(StdDuration::from_micros(200));
+    }
+    assert_eq!(reason, Some(tcp::CloseReason::Reset));
+    assert_eq!(ep.stats().resets_received, 1);
+}
+
+/// RFC 9293 §3.10.5 against Linux: our ABORT's RST makes the Linux reader fail with
+/// ECONNRESET.
+#[test]
+#[ignore = "needs root and /dev/net/tun"]
+fn our_abort_resets_linux() {
+    let mut w = Wire::new(83);
+    let listener = TcpListener::bind(format!("{}:0", w.theirs)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(StdDuration::from_secs(10)))
+            .unwrap();
+        let mut b = [0u8; 4096];
+        let res = loop {
+            match s.read(&mut b) {
+                Ok(0) => break Ok(()),
+                Ok(_) => continue,
+                Err(e) => break Err(e.kind()),
+            }
+        };
+        tx.send(res).unwrap();
+    });
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), w.ours, [1; 16]);
+    let start = StdInstant::now();
+    let clock = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
+    let h = ep.connect(clock(), 0, (w.theirs, port)).unwrap();
+    let mut phase = 0;
+    while start.elapsed() < StdDuration::from_secs(10) {
+        let c = ep.conn_mut(h).unwrap();
+        if phase == 0 && c.state().is_synchronized() {
+            c.send(50_000).unwrap();
+            phase = 1;
+        }
+        if phase == 1 && c.acked_offset() == 50_000 {
+            c.abort();
+            phase = 2;
+        }
+        w.pump(&mut ep, clock(), &mut |_: u64, d: &mut [u8]| d.fill(2));
+        if phase == 2 {
+            break;
+        }
+        std::thread::sleep(StdDuration::from_micros(200));
+    }
+    assert_eq!(phase, 2, "transfer did not complete");
+    let res = rx
+        .recv_timeout(StdDuration::from_secs(10))
+        .expect("linux reader result");
+    assert_eq!(res, Err(std::io::ErrorKind::ConnectionReset));
+}
