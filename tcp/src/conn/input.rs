@@ -111,7 +111,7 @@ impl<B: SegBuf> Connection<B> {
 
     /// RFC 5961 §7: rate-limited challenge ACK.
     fn challenge_ack(&mut self, now: Instant) {
-        let (start, n) = self.challenge_window;
+        let (start, _) = self.challenge_window;
         if now.saturating_duration_since(start) >= Duration::from_secs(1) {
             self.challenge_window = (now, 0);
         }
@@ -120,7 +120,6 @@ impl<B: SegBuf> Connection<B> {
             self.stats.challenge_acks += 1;
             self.ack_now = true;
         }
-        let _ = n;
     }
 
     /// Window used to judge acceptability: what we advertised, or more if we have room.

@@ -135,7 +135,6 @@ impl<B: SegBuf> Connection<B> {
 
     /// Choose the next sequence-consuming segment, if any.
     fn plan(&mut self, now: Instant) -> Option<Plan> {
-        let _ = now;
         if self.syn_needed
             && self.snd_nxt == 0
             && matches!(self.state, State::SynSent | State::SynReceived)
