@@ -169,6 +169,13 @@ impl<B: SegBuf> Connection<B> {
         if !acceptable {
             if !h.rst {
                 self.ack_now = true;
+                let plen = h.payload_len() as i64;
+                if plen > 0 && off < 0 {
+                    // RFC 2883 §4.1.1: report the duplicate in a D-SACK block.
+                    let s = (self.rcv_nxt as i64 + off).max(0) as u64;
+                    let e = (self.rcv_nxt as i64 + off + plen).max(0) as u64;
+                    self.note_dsack(s, e.min(self.rcv_nxt));
+                }
                 if self.state == State::TimeWait && h.fin {
                     // RFC 9293 §3.10.7.4 eighth: a retransmitted FIN restarts the 2 MSL wait.
                     self.timewait_at = Some(now + self.cfg.time_wait);
@@ -280,6 +287,11 @@ impl<B: SegBuf> Connection<B> {
             self.ack_now = true;
             return;
         }
+        if start < self.rcv_nxt as i64 {
+            // Partly old: RFC 2883 §4.1.2, D-SACK the duplicated part.
+            let e = (start + range.len() as i64).min(self.rcv_nxt as i64);
+            self.note_dsack(start.max(0) as u64, e.max(0) as u64);
+        }
         let (start, range) = if start < 0 {
             let skip = (-start) as usize;
             if skip >= range.len() {
@@ -291,6 +303,7 @@ impl<B: SegBuf> Connection<B> {
             (start as u64, range)
         };
         let before = self.rcv_nxt;
+        let range_len = range.len();
         match self.rx.insert(&mut self.rcv_nxt, start, buf, range) {
             Insert::InOrder { filled } => {
                 self.stats.bytes_in += self.rcv_nxt - before;
@@ -311,11 +324,23 @@ impl<B: SegBuf> Connection<B> {
                 self.stats.ooo_held += 1;
                 self.ack_now = true;
             }
-            Insert::Duplicate => self.ack_now = true,
+            Insert::Duplicate => {
+                // Old data, or a held segment received twice (RFC 2883 §4.1.3).
+                let e = start + (range_len as u64);
+                self.note_dsack(start, e);
+                self.ack_now = true;
+            }
             Insert::Dropped => {
                 self.stats.ooo_dropped += 1;
                 self.ack_now = true;
             }
+        }
+    }
+
+    /// Remember a duplicate range to report once in a D-SACK block (RFC 2883), if SACK is on.
+    fn note_dsack(&mut self, s: u64, e: u64) {
+        if self.sack_ok && s < e {
+            self.dsack = Some((s, e));
         }
     }
 

@@ -239,6 +239,8 @@ pub struct Connection<B> {
     rcv_adv: u64,
     rcv_wscale: u8,
     rcv_fin: Option<u64>,
+    /// A duplicate range to report as the first SACK block of the next ACK (RFC 2883).
+    dsack: Option<(u64, u64)>,
     fin_delivered: bool,
     rx: RecvQueue<B>,
     last_ack_sent: u64,
@@ -330,6 +332,7 @@ impl<B: SegBuf> Connection<B> {
             rcv_adv: 0,
             rcv_wscale: 0,
             rcv_fin: None,
+            dsack: None,
             fin_delivered: false,
             rx,
             last_ack_sent: 0,

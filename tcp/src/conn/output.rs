@@ -328,14 +328,27 @@ impl<B: SegBuf> Connection<B> {
             h.timestamp = Some((tsval, tsecr));
         }
         let mut payload_len = (data.end - data.start) as usize;
-        if self.sack_ok && h.ack.is_some() && !h.syn && !h.rst && self.rx.has_ooo() {
+        if self.sack_ok
+            && h.ack.is_some()
+            && !h.syn
+            && !h.rst
+            && (self.rx.has_ooo() || self.dsack.is_some())
+        {
             // RFC 2018 §3/§4: blocks must fit in the option space left under the MSS.
             let used = if self.ts_ok { 12 } else { 0 };
             let space =
                 (40usize - used).min(usize::from(self.cfg.mss).saturating_sub(payload_len + used));
             let n = (space.saturating_sub(2) / 8).min(3);
             let mut blocks = [(0u64, 0u64); 3];
-            let got = self.rx.sack_blocks(&mut blocks[..n]);
+            let mut got = 0;
+            if n > 0
+                && let Some(d) = self.dsack.take()
+            {
+                // RFC 2883 §4: the D-SACK block goes first.
+                blocks[0] = d;
+                got = 1;
+            }
+            got += self.rx.sack_blocks(&mut blocks[got..n]);
             for (i, &(l, r)) in blocks[..got].iter().enumerate() {
                 h.sack[i] = Some((self.wire_rcv(l).0, self.wire_rcv(r).0));
             }

@@ -73,17 +73,40 @@ fn sack_block_order_and_merge() {
     );
 }
 
-/// RFC 9293 §3.10.7.4 first check: duplicate data is acknowledged and dropped.
+/// RFC 9293 §3.10.7.4 first check: duplicate data is acknowledged and dropped; RFC 2883
+/// §4.1.1: the ACK carries a D-SACK block for it (once).
 #[test]
 fn duplicate_data_acked() {
     run_est(
         "",
         r"
 10  < P. 1:1001(1000) ack 1
-10  > . 1:1(0) ack 1001
+10  > . 1:1(0) ack 1001 <>
 11  < P. 1:1001(1000) ack 1
-11  > . 1:1(0) ack 1001
-11  read 1000
+11  > . 1:1(0) ack 1001 <sack 1:1001>
+12  < P. 1001:1101(100) ack 1
+12  > . 1:1(0) ack 1101 <>
+12  read 1100
+",
+    );
+}
+
+/// RFC 2883 §4.1.2/§4.1.3: a partly duplicate segment and a twice-received out-of-order
+/// segment are D-SACKed, the D-SACK block first, then the ordinary SACK blocks.
+#[test]
+fn dsack_partial_and_out_of_order() {
+    run_est(
+        "",
+        r"
+10  < P. 1:1001(1000) ack 1
+10  > . 1:1(0) ack 1001
+11  < P. 501:1501(1000) ack 1
+11  > . 1:1(0) ack 1501 <sack 501:1001>
+12  < . 2001:3001(1000) ack 1
+12  > . 1:1(0) ack 1501 <sack 2001:3001>
+13  < . 2001:3001(1000) ack 1
+13  > . 1:1(0) ack 1501 <sack 2001:3001 2001:3001>
+13  read 1500
 ",
     );
 }
@@ -268,7 +291,9 @@ fn early_retransmit() {
 /// (RFC 6298 would otherwise be the only way out, RFC 6675 §5.1).
 #[test]
 fn lost_retransmission_resent() {
-    run_est("0 cfg iw 4", r"
+    run_est(
+        "0 cfg iw 4",
+        r"
 10  send 20000
 10  > . 1:1461(1460) ack 1
 10  > . 1461:2921(1460) ack 1
@@ -297,7 +322,8 @@ fn lost_retransmission_resent() {
 30  > . 16061:17521(1460) ack 1
 30  stat rtos 0
 30  stat retransmissions 2
-");
+",
+    );
 }
 
 /// RFC 9293 §3.8.3 (R2): too many retransmissions close the connection.
