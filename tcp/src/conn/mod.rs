@@ -24,6 +24,24 @@
 //! never straddles a boundary. A record longer than [`Connection::emss`] is cut into EMSS-sized
 //! segments. MPA should size FPDUs to `emss()` so each FPDU travels in exactly one segment.
 //!
+//! # Conformance notes (deliberate choices and deviations)
+//! * Zero-window probes are `SND.UNA - 1` without data (as Linux), not one byte of data
+//!   (RFC 9293 §3.8.6.1 allows either in effect: the peer must answer with its window).
+//! * Segments without data carry SEQ = SND.MAX even after an RTO rewound SND.NXT, so the peer
+//!   never sees an old, unacceptable SEQ on an ACK (Linux `tcp_acceptable_seq`).
+//! * A RST in TIME-WAIT closes the connection (RFC 9293 §3.10.7.4; RFC 1337 discusses the
+//!   hazard).
+//! * PAWS (RFC 7323 §5.3) without the 24-day idle exception; TSval ticks in milliseconds from
+//!   a per-connection offset (RFC 7323 §5.4).
+//! * RTT is sampled once per flight with Karn's rule (RFC 6298 §3), nanosecond resolution,
+//!   rather than from TSecr (RFC 7323 §4 makes that optional).
+//! * SACK loss recovery follows RFC 6675 with IsLost() simplified to "a hole below the highest
+//!   SACKed byte", plus limited transmit (RFC 3042), early retransmit (RFC 5827), D-SACK
+//!   generation (RFC 2883) and detection of a lost retransmission of the head hole.
+//! * The acceptability test uses max(advertised window, current free space).
+//! * Urgent data is ignored (RFC 9293 §3.8.5 / RFC 6093 recommend not using it).
+//! * No SYN cookies: listeners are bounded by [`crate::Endpoint::set_backlog`].
+//!
 //! # Sequence space
 //! Internally sequence numbers are 64-bit offsets from the ISS (send side: SYN = 0, stream byte
 //! `k` = `1 + k`, FIN = `1 + stream length`) and from the IRS (receive side), converted to and
