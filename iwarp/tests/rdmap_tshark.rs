@@ -86,40 +86,7 @@ fn tshark_decodes_our_rdmap_messages() {
     // (tests/pair.rs, mpa_deframer.rs).
     for (crc, markers) in [(false, false), (true, false), (true, true)] {
         let p = run_pair(crc, markers);
-        let mut t = TcpScript::new(([10, 9, 0, 1], 40_000), ([10, 9, 0, 2], 7174));
-        let req = Repr {
-            kind: FrameKind::Request,
-            markers,
-            crc,
-            reject: false,
-            revision: 2,
-            ird_ord: Some(IrdOrd {
-                ird: 16,
-                ord: 16,
-                ..Default::default()
-            }),
-            ulp_data: &[],
-        };
-        let rep = Repr {
-            kind: FrameKind::Reply,
-            ..req
-        };
-        for (from_client, r) in [(true, req), (false, rep)] {
-            let mut b = vec![0u8; r.buffer_len()];
-            r.emit(&mut b).unwrap();
-            t.send(from_client, &b);
-        }
-        for f in &p.sent_a {
-            t.send(true, f);
-        }
-        for f in &p.sent_b {
-            t.send(false, f);
-        }
-        let path = std::env::temp_dir().join(format!(
-            "iwarp-rdmap-tshark-{}-{crc}-{markers}.pcap",
-            std::process::id()
-        ));
-        std::fs::write(&path, t.pcap.bytes()).unwrap();
+        let path = write_pcap(&p, crc, markers, "rdmap");
         let v = run_tshark(&ts, &path, &["-V"]);
         let label = format!("crc={crc} markers={markers} ({})", path.display());
         let fpdus = p.sent_a.len() + p.sent_b.len();
@@ -174,6 +141,140 @@ fn tshark_decodes_our_rdmap_messages() {
         if std::env::var("KEEP_PCAP").is_err() {
             std::fs::remove_file(&path).ok();
         }
+    }
+}
+
+/// Write the pair's FPDUs (A's, then B's) into a pcap behind a TCP handshake and an MPA
+/// rev 2 Request/Reply with the given CRC/marker flags; returns its path.
+fn write_pcap(p: &Pair, crc: bool, markers: bool, tag: &str) -> std::path::PathBuf {
+    let mut t = TcpScript::new(([10, 9, 0, 1], 40_000), ([10, 9, 0, 2], 7174));
+    let req = Repr {
+        kind: FrameKind::Request,
+        markers,
+        crc,
+        reject: false,
+        revision: 2,
+        ird_ord: Some(IrdOrd {
+            ird: 16,
+            ord: 16,
+            ..Default::default()
+        }),
+        ulp_data: &[],
+    };
+    let rep = Repr {
+        kind: FrameKind::Reply,
+        ..req
+    };
+    for (from_client, r) in [(true, req), (false, rep)] {
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut b).unwrap();
+        t.send(from_client, &b);
+    }
+    for f in &p.sent_a {
+        t.send(true, f);
+    }
+    for f in &p.sent_b {
+        t.send(false, f);
+    }
+    let path = std::env::temp_dir().join(format!(
+        "iwarp-{tag}-tshark-{}-{crc}-{markers}.pcap",
+        std::process::id()
+    ));
+    std::fs::write(&path, t.pcap.bytes()).unwrap();
+    path
+}
+
+/// RFC 7306 atomics as Wireshark's dissector reads them: opcode 0xA on QN 1 with the request
+/// id, remote STag/TO, add (FetchAdd) or swap (CmpSwap) data and mask and the compare data and
+/// mask in that order; opcode 0xB on QN 3 with the original request id and remote value.
+/// (Wireshark names only AOpCodes 0 FetchAdd and 2 CmpSwap, the two the QP issues.)
+#[test]
+fn tshark_decodes_our_atomics() {
+    let Some(ts) = tshark() else {
+        eprintln!("\n!!!!! tshark NOT INSTALLED: tshark_decodes_our_atomics SKIPPED !!!!!\n");
+        return;
+    };
+    let cfg = QpConfig {
+        pd: PD,
+        crc: true,
+        ..Default::default()
+    };
+    let mut p = Pair::new(cfg, cfg, 5);
+    p.emss = vec![1448];
+    let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+    let a = p.mem_a.register(PD, rw, 0, 64);
+    let at = p.mem_b.register(PD, Access::REMOTE_ATOMIC | rw, 0x7000, 64);
+    p.mem_b.bytes_mut(at.handle)[8..16].copy_from_slice(&40u64.to_le_bytes());
+    let sink = |offset| {
+        vec![Sge {
+            mr: a.handle,
+            offset,
+            len: 8,
+        }]
+    };
+    let mut wr = WorkRequest::new(1, WrOpcode::FetchAdd { add: 2 }, sink(0));
+    wr.remote_stag = at.stag;
+    wr.remote_to = 0x7008;
+    p.a.post_send(wr).unwrap();
+    let mut wr = WorkRequest::new(
+        2,
+        WrOpcode::CmpSwap {
+            compare: 42,
+            swap: 99,
+        },
+        sink(8),
+    );
+    wr.remote_stag = at.stag;
+    wr.remote_to = 0x7008;
+    p.a.post_send(wr).unwrap();
+    p.drive();
+    assert_eq!(p.a.state(), QpState::Rts);
+    assert_eq!(&p.mem_b.bytes(at.handle)[8..16], &99u64.to_le_bytes());
+    let path = write_pcap(&p, true, false, "atomic");
+    let fields = [
+        "iwarp_rdma.opcode",
+        "iwarp_ddp.qn",
+        "iwarp_ddp.msn",
+        "iwarp_rdma.atomic.opcode",
+        "iwarp_rdma.atomic.request_identifier",
+        "iwarp_rdma.atomic.remote_stag",
+        "iwarp_rdma.atomic.remote_tagged_offset",
+        "iwarp_rdma.atomic.add_data",
+        "iwarp_rdma.atomic.add_mask",
+        "iwarp_rdma.atomic.swap_data",
+        "iwarp_rdma.atomic.swap_mask",
+        "iwarp_rdma.atomic.compare_data",
+        "iwarp_rdma.atomic.compare_mask",
+        "iwarp_rdma.atomic.original_request_identifier",
+        "iwarp_rdma.atomic.original_remote_data_value",
+    ];
+    let mut args = vec!["-Y", "iwarp_rdma", "-T", "fields", "-E", "separator=|"];
+    for f in &fields {
+        args.push("-e");
+        args.push(f);
+    }
+    let out = run_tshark(&ts, &path, &args);
+    let v = run_tshark(&ts, &path, &["-V"]);
+    assert!(!v.contains("Malformed") && !v.contains("Bad CRC"));
+    assert_eq!(v.matches("Good CRC32").count(), 4);
+    let rows: Vec<&str> = out.lines().collect();
+    let stag = at.stag.0;
+    let max = "0xffffffffffffffff";
+    // Field bases as Wireshark registers them (masks hex, the rest decimal). The CmpSwap of
+    // 42 -> 99 found 42 (40 + 2 from the FetchAdd): the responses carry 40 and 42.
+    let expect = [
+        format!("0x0a|1|1|0|1|{stag}|28680|2|0x0000000000000000|||0|{max}||"),
+        format!("0x0a|1|2|2|2|{stag}|28680|||99|{max}|42|{max}||"),
+        "0x0b|3|1|||||||||||1|40".to_string(),
+        "0x0b|3|2|||||||||||2|42".to_string(),
+    ];
+    assert_eq!(
+        rows,
+        expect.iter().map(String::as_str).collect::<Vec<_>>(),
+        "{out}"
+    );
+    if std::env::var("KEEP_PCAP").is_err() {
+        std::fs::remove_file(&path).ok();
     }
 }
 
