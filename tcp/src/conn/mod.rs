@@ -540,7 +540,30 @@ impl<B: SegBuf> Connection<B> {
         self.iss
     }
 
+    /// The configuration in force.
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
     // ---- mutators ----
+
+    /// Turn Nagle's algorithm on or off (RFC 9293 §3.7.4).
+    pub fn set_nagle(&mut self, on: bool) {
+        self.cfg.nagle = on;
+    }
+
+    /// Change the delayed-ACK timeout (`None`: acknowledge every segment at once).
+    pub fn set_delayed_ack(&mut self, d: Option<Duration>) {
+        self.cfg.delayed_ack = d;
+        if d.is_none() && self.delack_at.take().is_some() {
+            self.ack_now = true;
+        }
+    }
+
+    /// Change keepalive (RFC 9293 §3.8.4); takes effect at the next input or output.
+    pub fn set_keepalive(&mut self, k: Option<crate::config::Keepalive>) {
+        self.cfg.keepalive = k;
+    }
 
     fn can_send(&self) -> bool {
         !self.fin_queued
