@@ -3,12 +3,13 @@
 //! Header parsing must never panic, and whatever parses must emit and re-parse to the same
 //! value. The input is then also cut into ULPDUs (a length byte each), framed as FPDUs and fed
 //! to a QP with a few registered regions, in arbitrary slices: no panic, every byte consumed,
-//! and at most one Terminate comes out.
+//! and at most one Terminate comes out (also for a responder waiting for a peer-to-peer RTR).
 #![no_main]
 
 use iwarp::mpa::{Framer, FramerConfig};
 use iwarp::rdmap::wire::{Header, Opcode};
-use iwarp::rdmap::{Qp, QpConfig, QpState, RecvRequest, Sge, TermLayout, TerminateHdr};
+use iwarp::mpa::wire::RtrKind;
+use iwarp::rdmap::{Qp, QpConfig, QpState, RecvRequest, Rtr, Sge, TermLayout, TerminateHdr};
 use iwarp::stag::{Access, PdId};
 use iwarp::testing::{VecMemory, test_now};
 use libfuzzer_sys::fuzz_target;
@@ -35,7 +36,14 @@ fuzz_target!(|data: &[u8]| {
 
     let Some((&flags, rest)) = data.split_first() else { return };
     let crc = flags & 1 != 0;
-    let mut qp = Qp::new(QpConfig { pd: PdId(1), ird: 2, ord: 2, crc, ..Default::default() });
+    // Bits 6-7: a responder waiting for a peer-to-peer RTR (RFC 6581) or none.
+    let rtr = match flags >> 6 {
+        1 => Some(Rtr::Expect(RtrKind::Write)),
+        2 => Some(Rtr::Expect(RtrKind::Read)),
+        3 => Some(Rtr::Expect(RtrKind::Send)),
+        _ => None,
+    };
+    let mut qp = Qp::new(QpConfig { pd: PdId(1), ird: 2, ord: 2, crc, rtr, ..Default::default() });
     qp.establish();
     let mut mem = VecMemory::new(u64::from(flags));
     mem.register(PdId(1), Access::ALL, 0, 4096);
