@@ -234,10 +234,13 @@ impl<B: SegBuf> Connection<B> {
                 (self.snd_nxt + avail.min(emss).min(room)).min(self.next_boundary(self.snd_nxt));
             let len = end.saturating_sub(self.snd_nxt);
             if len > 0 {
-                let full = len == emss || end == self.next_boundary(self.snd_nxt) || end == fin_at;
+                // A segment as large as this poll can carry counts as full, even when the
+                // caller's buffer (60 + payload) is smaller than 60 + EMSS.
+                let cap = emss.min(self.tx_limit);
+                let full = len >= cap || end == self.next_boundary(self.snd_nxt) || end == fin_at;
                 let outstanding = self.snd_max > self.snd_una;
                 // RFC 9293 §3.7.4 Nagle; §3.8.6.2.1 sender SWS avoidance.
-                let nagle_ok = !self.cfg.nagle || len == emss || !outstanding;
+                let nagle_ok = !self.cfg.nagle || len >= cap || !outstanding;
                 let sws_ok = full || len * 2 >= self.max_snd_wnd || !outstanding;
                 if nagle_ok && sws_ok {
                     let fin = self.fin_queued && end == fin_at;

@@ -342,6 +342,23 @@ fn retransmission_limit() {
     );
 }
 
+/// A transmit buffer smaller than 60 + EMSS caps the payload (here 1500 - 60 = 1440 bytes);
+/// such segments count as full for sender SWS avoidance (RFC 9293 §3.8.6.2.1), so the sender
+/// does not stall waiting for ACKs.
+#[test]
+fn small_tx_buffer_segments_are_full() {
+    run_est(
+        "0 cfg txbuf 1500",
+        r"
+10  send 5000
+10  > . 1:1441(1440) ack 1
+10  > . 1441:2881(1440) ack 1
+10  > . 2881:4321(1440) ack 1
+10  > P. 4321:5001(680) ack 1
+",
+    );
+}
+
 /// Records (MPA FPDUs) are never coalesced into one segment.
 #[test]
 fn records_not_coalesced() {

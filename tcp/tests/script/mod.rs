@@ -8,7 +8,8 @@
 //! ```text
 //! 0    cfg ts on            // before the connection exists: ts|ws N|sack off|delack MS|nagle on|
 //!                           //   rwnd N|mss N|cubic|iw N|timewait MS|keepalive IDLE INTVL CNT|
-//!                           //   rto_init MS|rto_min MS|retries N|isn N (peer ISN)|ooo N
+//!                           //   rto_init MS|rto_min MS|retries N|isn N (peer ISN)|ooo N|
+//!                           //   txbuf N (poll_transmit buffer size)
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
@@ -91,6 +92,7 @@ struct Runner {
     queue: VecDeque<Out>,
     events: Vec<Event>,
     read_off: u64,
+    txbuf: usize,
     line: usize,
     text: String,
 }
@@ -114,7 +116,7 @@ impl Runner {
     /// Collect everything our side wants to send now, and its events.
     fn pump(&mut self) {
         let now = self.now;
-        let mut buf = vec![0u8; 2048];
+        let mut buf = vec![0u8; self.txbuf];
         loop {
             let mut got = None;
             if let Some(ep) = self.ep.as_mut() {
@@ -503,6 +505,7 @@ pub fn run_with(cfg: TcpConfig, text: &str) {
         queue: VecDeque::new(),
         events: Vec::new(),
         read_off: 0,
+        txbuf: 2048,
         line: 0,
         text: String::new(),
     };
@@ -568,6 +571,7 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["ooo", n] => r.cfg.max_ooo_bytes = num(r, Some(n)),
             ["challenge", n] => r.cfg.challenge_ack_limit = num(r, Some(n)),
             ["isn", n] => r.peer_isn = num(r, Some(n)),
+            ["txbuf", n] => r.txbuf = num(r, Some(n)),
             ["keepalive", i, v, c] => {
                 r.cfg.keepalive = Some(Keepalive {
                     idle: netcore::Duration::from_millis(num(r, Some(i))),
