@@ -77,8 +77,10 @@ pub mod qn {
 }
 
 /// RDMAP opcodes (RFC 5040 §4.2 for 0x0-0x7; RFC 7306 for 0x8-0xB, IANA "RDMAP Message
-/// Operation Codes"). Cross-checked with Wireshark's `packet-iwarp-ddp-rdmap.c`, which decodes
-/// 0xA as Atomic Request and 0xB as Atomic Response. Linux siw implements only 0x0-0x7.
+/// Operation Codes"). Cross-checked with Wireshark's `packet-iwarp-ddp-rdmap.c` (0xA Atomic
+/// Request, 0xB Atomic Response; `tests/rdmap_tshark.rs` decodes ours) and Chelsio's firmware
+/// API `t4fw_ri_api.h` (Chelsio co-authored RFC 7306: SEND_IMMEDIATE 0x8, SEND_IMMEDIATE_WITH_SE
+/// 0x9, ATOMIC_REQUEST 0xA, ATOMIC_RESPONSE 0xB). Linux siw implements only 0x0-0x7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
@@ -182,8 +184,9 @@ pub struct ReadRequest {
 }
 
 /// RFC 7306 Atomic Operation Codes (the low 4 bits of the first word of the Atomic Request
-/// header; IANA "RDMAP Atomic Operation Codes"). Wireshark decodes 0 as FetchAdd and 2 as
-/// CmpSwap.
+/// header; IANA "RDMAP Atomic Operation Codes"). Chelsio's `enum fw_ri_atomic_op` has the same
+/// values (FETCHADD 0, SWAP 1, CMPSWAP 2) and its atomic WR carries the header fields in our
+/// order; Wireshark names 0 FetchAdd and 2 CmpSwap.
 pub mod aopcode {
     /// FetchAdd.
     pub const FETCH_ADD: u8 = 0x0;
