@@ -58,7 +58,9 @@ pub struct TcpConfig {
     pub time_wait: Duration,
     /// Initial RTO (RFC 6298 §2.1: 1 s).
     pub rto_initial: Duration,
-    /// Lower bound on the RTO (RFC 6298 §2.4 says 1 s; data centres use far less).
+    /// Lower bound on the RTO (RFC 6298 §2.4 says 1 s; Linux uses 200 ms, the default here:
+    /// a peer's delayed ACK, up to 40 ms on Linux and 500 ms by RFC 9293 §3.8.6.3, must not
+    /// trigger spurious timeouts. Lower it only for peers that ACK promptly).
     pub rto_min: Duration,
     /// Upper bound on the RTO (RFC 6298 §2.5: at least 60 s).
     pub rto_max: Duration,
@@ -185,7 +187,7 @@ impl Default for TcpConfig {
             keepalive: None,
             time_wait: Duration::from_secs(60),
             rto_initial: Duration::from_secs(1),
-            rto_min: Duration::from_millis(5),
+            rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
             max_retries: 15,
             max_ooo_bytes: 4 << 20,
