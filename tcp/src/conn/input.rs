@@ -40,7 +40,7 @@ impl<B: SegBuf> Connection<B> {
             State::Closed => {
                 // RFC 9293 §3.10.7.1: CLOSED answers with a reset.
                 if let Some(r) = rst_for(&h) {
-                    self.ctl.push_back(r);
+                    self.push_ctl(r);
                 }
             }
             State::SynSent => self.rx_syn_sent(now, h),
@@ -62,7 +62,7 @@ impl<B: SegBuf> Connection<B> {
             let rel = i64::from(ack.diff(self.iss));
             if rel <= 0 || rel > self.snd_max as i64 {
                 if !h.rst {
-                    self.ctl.push_back(OutHeader {
+                    self.push_ctl(OutHeader {
                         seq: ack,
                         rst: true,
                         ..Default::default()
@@ -216,7 +216,7 @@ impl<B: SegBuf> Connection<B> {
                 self.snd_wl1 = h.seq;
                 self.snd_wl2 = ack;
             } else {
-                self.ctl.push_back(OutHeader {
+                self.push_ctl(OutHeader {
                     seq: ack,
                     rst: true,
                     ..Default::default()

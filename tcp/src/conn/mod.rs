@@ -709,6 +709,14 @@ impl<B: SegBuf> Connection<B> {
         u64::from(self.cfg.recv_window).saturating_sub(self.rx.readable_bytes() as u64)
     }
 
+    /// Queue a control segment (a reset); bounded so a flood of bad segments between polls
+    /// cannot grow memory.
+    pub(crate) fn push_ctl(&mut self, h: OutHeader) {
+        if self.ctl.len() < 16 {
+            self.ctl.push_back(h);
+        }
+    }
+
     fn finish(&mut self, why: CloseReason) {
         if self.state == State::Closed {
             return;
