@@ -104,7 +104,7 @@ fn main() {
         .allowlist_var("RTE_MBUF_.*")
         .allowlist_var("RTE_PKTMBUF_HEADROOM")
         .allowlist_var("RTE_MAX_ETHPORTS")
-        .opaque_type("rte_mbuf")
+        .allowlist_type("rte_mbuf")
         .opaque_type("rte_mempool")
         .opaque_type("rte_eth_dev_info_.*")
         .generate()

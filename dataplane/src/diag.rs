@@ -99,12 +99,33 @@ impl SendSource for Echo {
     }
 }
 
-/// Discard: count and (optionally) hash the stream.
+/// Discard: count and (optionally) hash the stream. The last 32 bytes are held back from the
+/// running hash, so both the digest of the whole stream and the digest of everything but a
+/// trailing SHA-256 (what the sender service and `tcp_peer.py` append) come out of one pass.
 #[derive(Debug, Default)]
 pub struct Discard {
     /// Bytes received.
     pub bytes: u64,
     hasher: Option<Sha256>,
+    tail: Vec<u8>,
+}
+
+/// What the discard service computed over one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscardDigest {
+    /// SHA-256 of every byte received.
+    pub all: String,
+    /// SHA-256 of all but the last 32 bytes.
+    pub body: String,
+    /// The last 32 bytes, hex.
+    pub trailer: String,
+}
+
+impl DiscardDigest {
+    /// Whether the stream ended with the SHA-256 of the rest (a sender-service stream).
+    pub fn trailer_ok(&self) -> bool {
+        self.body == self.trailer
+    }
 }
 
 impl Discard {
@@ -113,18 +134,37 @@ impl Discard {
         Discard {
             bytes: 0,
             hasher: hash.then(Sha256::new),
+            tail: Vec::with_capacity(64),
         }
     }
     /// Take received bytes.
     pub fn push(&mut self, data: &[u8]) {
         self.bytes += data.len() as u64;
-        if let Some(h) = &mut self.hasher {
-            h.update(data);
+        let Some(h) = &mut self.hasher else { return };
+        let total = self.tail.len() + data.len();
+        if total <= 32 {
+            self.tail.extend_from_slice(data);
+            return;
         }
+        // Hash all but the newest 32 bytes of tail ++ data; keep those 32 as the new tail.
+        let to_hash = total - 32;
+        let from_tail = to_hash.min(self.tail.len());
+        h.update(&self.tail[..from_tail]);
+        h.update(&data[..to_hash - from_tail]);
+        self.tail.drain(..from_tail);
+        self.tail.extend_from_slice(&data[to_hash - from_tail..]);
     }
-    /// SHA-256 of everything received (if hashing).
-    pub fn digest(&mut self) -> Option<String> {
-        self.hasher.take().map(|h| hex(&h.finalize()))
+    /// The digests (if hashing).
+    pub fn digest(&mut self) -> Option<DiscardDigest> {
+        let h = self.hasher.take()?;
+        let body = hex(&h.clone().finalize());
+        let mut all = h;
+        all.update(&self.tail);
+        Some(DiscardDigest {
+            all: hex(&all.finalize()),
+            body,
+            trailer: hex(&self.tail),
+        })
     }
 }
 
@@ -267,6 +307,28 @@ mod tests {
         d.push(b"hello ");
         d.push(b"world");
         assert_eq!(d.bytes, 11);
-        assert_eq!(d.digest().unwrap(), hex(&Sha256::digest(b"hello world")));
+        let g = d.digest().unwrap();
+        assert_eq!(g.all, hex(&Sha256::digest(b"hello world")));
+        assert!(!g.trailer_ok());
+    }
+
+    #[test]
+    fn discard_checks_a_sender_stream_in_any_segmentation() {
+        let mut s = Sender::new(100_000, 9);
+        while !s.all_queued() {
+            s.next_chunk(7_777);
+        }
+        let mut stream = vec![0u8; s.stream_len() as usize];
+        s.read(0, &mut stream);
+        for cut in [1usize, 5, 31, 32, 33, 1448, 65_536] {
+            let mut d = Discard::new(true);
+            for part in stream.chunks(cut) {
+                d.push(part);
+            }
+            let g = d.digest().unwrap();
+            assert!(g.trailer_ok(), "cut {cut}");
+            assert_eq!(g.body, s.digest_hex().unwrap());
+            assert_eq!(g.all, hex(&Sha256::digest(&stream)));
+        }
     }
 }

@@ -3,6 +3,20 @@
 
 use std::ptr::NonNull;
 
+// The fields read directly below sit where DPDK 22.11's rte_mbuf_core.h puts them; a layout
+// change in another DPDK release fails the build here instead of corrupting packets.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    use dpdk_sys::rte_mbuf as M;
+    assert!(size_of::<M>() == 128);
+    assert!(offset_of!(M, buf_addr) == 0);
+    assert!(offset_of!(M, data_off) == 16);
+    assert!(offset_of!(M, nb_segs) == 20);
+    assert!(offset_of!(M, pkt_len) == 36);
+    assert!(offset_of!(M, data_len) == 40);
+    assert!(offset_of!(M, buf_len) == 54);
+};
+
 /// An owned `rte_mbuf` (a single segment or the head of a chain). Freed on drop;
 /// [`Mbuf::into_raw`] hands ownership to DPDK (e.g. `rte_eth_tx_burst`).
 ///
@@ -40,52 +54,55 @@ impl Mbuf {
         p
     }
 
+    #[inline]
+    fn hdr(&self) -> &dpdk_sys::rte_mbuf {
+        // SAFETY: we own a valid mbuf for the lifetime of &self; its header is initialised.
+        unsafe { self.raw.as_ref() }
+    }
+
     /// The first segment's data.
     #[inline]
     pub fn data(&self) -> &[u8] {
-        // SAFETY: mtod points at data_len initialised bytes inside the mbuf's buffer, which we
-        // own for the lifetime of &self.
+        let h = self.hdr();
+        // SAFETY: buf_addr + data_off points at data_len initialised bytes inside the mbuf's
+        // buffer (rte_pktmbuf_mtod), which we own for the lifetime of &self.
         unsafe {
-            let p = dpdk_sys::shim_pktmbuf_mtod(self.raw.as_ptr()) as *const u8;
-            std::slice::from_raw_parts(
-                p,
-                usize::from(dpdk_sys::shim_pktmbuf_data_len(self.raw.as_ptr())),
-            )
+            let p = (h.buf_addr as *const u8).add(usize::from(h.data_off));
+            std::slice::from_raw_parts(p, usize::from(h.data_len))
         }
     }
 
     /// The first segment's data, writable.
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `data`, and &mut self gives exclusive access (refcount 1 for our mbufs).
-        unsafe {
-            let p = dpdk_sys::shim_pktmbuf_mtod(self.raw.as_ptr()) as *mut u8;
-            std::slice::from_raw_parts_mut(
-                p,
-                usize::from(dpdk_sys::shim_pktmbuf_data_len(self.raw.as_ptr())),
+        let (p, len) = {
+            let h = self.hdr();
+            // SAFETY: as in `data`; the pointer stays inside the mbuf's buffer.
+            (
+                unsafe { (h.buf_addr as *mut u8).add(usize::from(h.data_off)) },
+                usize::from(h.data_len),
             )
-        }
+        };
+        // SAFETY: &mut self gives exclusive access to the bytes (our mbufs have refcount 1).
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
     }
 
     /// Bytes in the first segment.
     #[inline]
     pub fn data_len(&self) -> usize {
-        // SAFETY: valid mbuf.
-        usize::from(unsafe { dpdk_sys::shim_pktmbuf_data_len(self.raw.as_ptr()) })
+        usize::from(self.hdr().data_len)
     }
 
     /// Bytes in the whole packet (all segments).
     #[inline]
     pub fn pkt_len(&self) -> usize {
-        // SAFETY: valid mbuf.
-        unsafe { dpdk_sys::shim_pktmbuf_pkt_len(self.raw.as_ptr()) as usize }
+        self.hdr().pkt_len as usize
     }
 
     /// Number of segments.
     #[inline]
     pub fn nb_segs(&self) -> u16 {
-        // SAFETY: valid mbuf.
-        unsafe { dpdk_sys::shim_pktmbuf_nb_segs(self.raw.as_ptr()) }
+        self.hdr().nb_segs
     }
 
     /// Free room after the data.

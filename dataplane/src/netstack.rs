@@ -477,9 +477,23 @@ impl Netstack {
                 "echo connection closed"
             ),
             Service::Discard(mut d) => {
-                let sha = d.digest().unwrap_or_default();
-                tracing::info!(conn = h.0, bytes = d.bytes, ?reason, sha256 = %sha, "discard connection closed");
-                println!("iwarpd: discard bytes={} sha256={sha}", d.bytes);
+                let bytes = d.bytes;
+                match d.digest() {
+                    Some(g) => {
+                        tracing::info!(conn = h.0, bytes, ?reason, sha256 = %g.all, "discard connection closed");
+                        println!(
+                            "iwarpd: discard bytes={bytes} sha256={} body_sha256={} trailer={} trailer_ok={}",
+                            g.all,
+                            g.body,
+                            g.trailer,
+                            g.trailer_ok()
+                        );
+                    }
+                    None => {
+                        tracing::info!(conn = h.0, bytes, ?reason, "discard connection closed");
+                        println!("iwarpd: discard bytes={bytes}");
+                    }
+                }
             }
             Service::Sender(s) => {
                 if !st.reported {
