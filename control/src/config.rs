@@ -310,6 +310,9 @@ pub struct DiagSection {
     /// Parallel sender connections.
     #[serde(default = "default_one")]
     pub send_connections: u32,
+    /// Append the SHA-256 of the sent bytes (off: a zero trailer, for benchmarks).
+    #[serde(default = "default_true")]
+    pub send_sha256: bool,
     /// Exit when every sender connection is done (status 1 if one failed).
     #[serde(default)]
     pub exit_after_send: bool,
@@ -344,6 +347,7 @@ impl Default for DiagSection {
             send_to: None,
             send_bytes: default_send_bytes(),
             send_connections: 1,
+            send_sha256: true,
             exit_after_send: false,
         }
     }

@@ -331,6 +331,7 @@ fn services(cfg: &Config) -> Services {
                 port,
                 bytes: d.send_bytes,
                 connections: d.send_connections,
+                sha256: d.send_sha256,
             }),
     }
 }

@@ -9,6 +9,7 @@
 use netcore::Instant;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use tcp::SendSource;
 
 /// Largest payload one received segment can carry (jumbo MTU).
@@ -19,23 +20,47 @@ pub fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The sender's byte at stream offset `off` comes from 8-byte blocks of a keyed SplitMix64, so
-/// any range can be regenerated for a retransmission.
-pub fn pattern(seed: u64, off: u64, dst: &mut [u8]) {
-    let mut o = off;
-    let mut i = 0;
-    while i < dst.len() {
-        let block = o / 8;
-        let mut z = (seed ^ block).wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let bytes = z.to_le_bytes();
-        let from = (o % 8) as usize;
-        let n = (8 - from).min(dst.len() - i);
-        dst[i..i + n].copy_from_slice(&bytes[from..from + n]);
-        i += n;
-        o += n as u64;
+/// Bytes in the pattern table.
+const TABLE: usize = 1 << 20;
+
+/// The sender's stream: a 1 MiB table of seeded SplitMix64 bytes, read at an offset that
+/// also moves by 7919 bytes per MiB of stream, so the stream does not repeat every MiB and any
+/// range can be regenerated for a retransmission with plain copies.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    table: Vec<u8>,
+}
+
+impl Pattern {
+    /// The pattern keyed by `seed`.
+    pub fn new(seed: u64) -> Self {
+        let mut table = vec![0u8; TABLE];
+        let mut x = seed;
+        for chunk in table.chunks_mut(8) {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        }
+        Pattern { table }
+    }
+
+    /// Fill `dst` with the stream bytes starting at `off`.
+    pub fn fill(&self, off: u64, dst: &mut [u8]) {
+        let mut o = off;
+        let mut w = 0;
+        while w < dst.len() {
+            let mib = o / TABLE as u64;
+            let within = (o % TABLE as u64) as usize;
+            let start = (within + (mib as usize).wrapping_mul(7919)) % TABLE;
+            // Stay inside this MiB of stream and inside the table.
+            let n = (dst.len() - w).min(TABLE - within).min(TABLE - start);
+            dst[w..w + n].copy_from_slice(&self.table[start..start + n]);
+            w += n;
+            o += n as u64;
+        }
     }
 }
 
@@ -171,7 +196,10 @@ impl Discard {
 /// Sender: `total` pattern bytes then their SHA-256.
 #[derive(Debug)]
 pub struct Sender {
-    seed: u64,
+    pattern: Rc<Pattern>,
+    /// Where in the pattern this connection's stream starts (connections differ).
+    shift: u64,
+    hash: bool,
     /// Pattern bytes to send.
     pub total: u64,
     /// Bytes queued so far (pattern, then digest).
@@ -187,10 +215,13 @@ pub struct Sender {
 const SEND_CHUNK: u64 = 256 * 1024;
 
 impl Sender {
-    /// A sender of `total` bytes of the pattern keyed by `seed`.
-    pub fn new(total: u64, seed: u64) -> Self {
+    /// A sender of `total` bytes of `pattern` from `shift` on, followed by their SHA-256
+    /// when `hash` (a 32-byte trailer of zeros otherwise, for benchmarks).
+    pub fn new(total: u64, pattern: Rc<Pattern>, shift: u64, hash: bool) -> Self {
         Sender {
-            seed,
+            pattern,
+            shift,
+            hash,
             total,
             queued: 0,
             hasher: Sha256::new(),
@@ -213,14 +244,20 @@ impl Sender {
             if n == 0 {
                 return 0;
             }
-            let buf = &mut self.scratch[..n as usize];
-            pattern(self.seed, self.queued, buf);
-            self.hasher.update(&*buf);
+            if self.hash {
+                let buf = &mut self.scratch[..n as usize];
+                self.pattern.fill(self.shift + self.queued, buf);
+                self.hasher.update(&*buf);
+            }
             self.queued += n;
             return n;
         }
         if self.digest.is_none() && capacity >= 32 {
-            self.digest = Some(self.hasher.clone().finalize().into());
+            self.digest = Some(if self.hash {
+                self.hasher.clone().finalize().into()
+            } else {
+                [0; 32]
+            });
             self.queued += 32;
             return 32;
         }
@@ -232,16 +269,16 @@ impl Sender {
         self.digest.is_some()
     }
 
-    /// The digest, once queued.
+    /// The digest, once queued (None when hashing is off).
     pub fn digest_hex(&self) -> Option<String> {
-        self.digest.map(|d| hex(&d))
+        self.digest.filter(|_| self.hash).map(|d| hex(&d))
     }
 }
 
 impl SendSource for Sender {
     fn read(&mut self, off: u64, dst: &mut [u8]) {
         let pat = (self.total.saturating_sub(off) as usize).min(dst.len());
-        pattern(self.seed, off, &mut dst[..pat]);
+        self.pattern.fill(self.shift + off, &mut dst[..pat]);
         for (i, b) in dst[pat..].iter_mut().enumerate() {
             let k = (off + (pat + i) as u64).saturating_sub(self.total) as usize;
             *b = self.digest.and_then(|d| d.get(k).copied()).unwrap_or(0);
@@ -254,20 +291,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pattern_is_position_independent() {
-        let mut whole = vec![0u8; 1000];
-        pattern(7, 13, &mut whole);
-        for (off, len) in [(13u64, 1usize), (14, 7), (20, 100), (333, 680)] {
+    fn pattern_is_position_independent_and_does_not_repeat_per_mib() {
+        let p = Pattern::new(7);
+        let base = (1u64 << 20) - 5000;
+        let mut whole = vec![0u8; 3 << 20];
+        p.fill(base, &mut whole);
+        for (off, len) in [
+            (base, 1usize),
+            (base + 1, 7),
+            (base + 4990, 20),
+            (base + 333, 2 << 20),
+        ] {
             let mut part = vec![0u8; len];
-            pattern(7, off, &mut part);
-            let s = (off - 13) as usize;
-            assert_eq!(part, whole[s..s + len.min(1000 - s)]);
+            p.fill(off, &mut part);
+            let s = (off - base) as usize;
+            assert_eq!(part, whole[s..s + len], "offset {off}");
         }
+        // MiB k and MiB k+1 differ.
+        let (a, b) = (
+            &whole[5000..5000 + 4096],
+            &whole[5000 + (1 << 20)..5000 + (1 << 20) + 4096],
+        );
+        assert_ne!(a, b);
+        assert_ne!(Pattern::new(8).table[..64], p.table[..64]);
     }
 
     #[test]
     fn sender_stream_ends_with_its_sha256() {
-        let mut s = Sender::new(1_000_003, 42);
+        let mut s = Sender::new(1_000_003, Rc::new(Pattern::new(42)), 77, true);
         let mut queued = 0;
         while !s.all_queued() {
             queued += s.next_chunk(100_000);
@@ -314,7 +365,7 @@ mod tests {
 
     #[test]
     fn discard_checks_a_sender_stream_in_any_segmentation() {
-        let mut s = Sender::new(100_000, 9);
+        let mut s = Sender::new(100_000, Rc::new(Pattern::new(9)), 0, true);
         while !s.all_queued() {
             s.next_chunk(7_777);
         }

@@ -159,11 +159,12 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
         }
 
         if setup.mode == LoopMode::Stack {
+            // The iface has frames of its own (ARP requests and retries, ping requests) only
+            // when one of its timers is due; a fresh resolution is due at once.
             if ns.iface.poll_timeout().is_some_and(|t| t <= now) {
-                ns.iface.handle_timeout(now);
-            }
-            while let Some(len) = ns.iface.poll_transmit(now, &mut scratch) {
-                push_copy(pool, &scratch[..len], &mut tx, &mut st);
+                while let Some(len) = ns.iface.poll_transmit(now, &mut scratch) {
+                    push_copy(pool, &scratch[..len], &mut tx, &mut st);
+                }
             }
             while let Some(ev) = ns.iface.poll_event() {
                 handle_event(ev, &mut ping, setup.ping.as_ref());

@@ -5,13 +5,14 @@
 //! Per poll-loop iteration: [`Netstack::handle_frame`] for each received frame, then
 //! [`Netstack::poll`] once (timers, services, transmission).
 
-use crate::diag::{Discard, Echo, Sender};
+use crate::diag::{Discard, Echo, Pattern, Sender};
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use crate::timers::TimerWheel;
 use netcore::Instant;
 use smoltcp::wire::Ipv4Address;
 use std::collections::HashMap;
+use std::rc::Rc;
 use tcp::iface::{
     ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, Iface, MIN_FRAME_LEN, Resolve, RxAction,
 };
@@ -28,6 +29,8 @@ pub struct SendJob {
     pub bytes: u64,
     /// Parallel connections.
     pub connections: u32,
+    /// Append the SHA-256 of the pattern bytes (zeros when off: benchmarks).
+    pub sha256: bool,
 }
 
 /// Which diagnostic services run.
@@ -122,6 +125,8 @@ pub struct Netstack {
     pub stats: NetstackStats,
     seed: u64,
     next_port_offset: u32,
+    /// The sender's pattern, shared by its connections (made on first use).
+    pattern: Option<Rc<Pattern>>,
 }
 
 /// Segments one connection may emit per poll before others get a turn.
@@ -158,6 +163,7 @@ impl Netstack {
             seed: u64::from_le_bytes(secret[..8].try_into().unwrap_or([0; 8])),
             services,
             next_port_offset: 0,
+            pattern: None,
         }
     }
 
@@ -218,15 +224,34 @@ impl Netstack {
             }
             self.dirty.push(h);
         }
-        // Endpoint-level resets for segments that matched nothing.
-        self.emit(now, pool, tx, None);
+        // Endpoint-level resets for segments that matched nothing: polled into a small buffer
+        // first, so an idle loop costs no mbuf.
+        let mut rst = [0u8; 64];
+        while let Some(t) = self.tcp.poll_transmit(&mut rst) {
+            let dst = t.dst.octets();
+            if let Resolve::Known(mac) = self.iface.resolve(now, dst) {
+                let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
+                let mut frame = [0u8; 128];
+                self.iface
+                    .emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.len, &mut frame[..hdr]);
+                frame[hdr..hdr + t.len].copy_from_slice(&rst[..t.len]);
+                push_copy(
+                    pool,
+                    &frame[..(hdr + t.len).max(MIN_FRAME_LEN)],
+                    tx,
+                    &mut self.stats,
+                );
+            } else {
+                self.stats.tx_no_neighbor += 1;
+            }
+        }
 
         let mut work = std::mem::take(&mut self.dirty);
         work.sort_unstable();
         work.dedup();
         for h in work {
             self.service(now, h);
-            if self.emit(now, pool, tx, Some(h)) {
+            if self.emit(now, pool, tx, h) {
                 self.dirty.push(h); // budget exhausted: more to send next time
             }
             self.finish_or_arm(now, h);
@@ -269,8 +294,13 @@ impl Netstack {
             self.next_port_offset = self.next_port_offset.wrapping_add(1);
             match self.tcp.connect(now, port, remote) {
                 Ok(h) => {
-                    let seed = self.seed ^ u64::from(self.send_pending);
-                    let svc = Service::Sender(Sender::new(job.bytes, seed));
+                    let pattern = self
+                        .pattern
+                        .get_or_insert_with(|| Rc::new(Pattern::new(self.seed)))
+                        .clone();
+                    // Each connection starts elsewhere in the pattern, so streams differ.
+                    let shift = u64::from(self.send_pending) * 104_729;
+                    let svc = Service::Sender(Sender::new(job.bytes, pattern, shift, job.sha256));
                     self.conns.insert(h, ConnState::new(svc));
                     self.dirty.push(h);
                     self.send_started.get_or_insert(now);
@@ -353,15 +383,9 @@ impl Netstack {
         }
     }
 
-    /// Emit segments of connection `h` (or endpoint-level resets when None), at most
-    /// TX_BUDGET. Returns true when the budget ran out.
-    fn emit(
-        &mut self,
-        now: Instant,
-        pool: &Mempool,
-        tx: &mut Vec<Mbuf>,
-        h: Option<ConnHandle>,
-    ) -> bool {
+    /// Emit segments of connection `h`, at most TX_BUDGET. Returns true when the budget ran
+    /// out.
+    fn emit(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>, h: ConnHandle) -> bool {
         let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
         for _ in 0..TX_BUDGET {
             let Some(mut m) = self.spare.take().or_else(|| pool.alloc()) else {
@@ -376,22 +400,15 @@ impl Netstack {
                 return false;
             };
             let seg = &mut buf[hdr..];
-            let t = match h {
-                None => self.tcp.poll_transmit(seg),
-                Some(h) => {
-                    let Some(c) = self.tcp.conn_mut(h) else {
-                        self.spare = Some(m);
-                        return false;
-                    };
-                    // Not yet accepted (SYN-RECEIVED): no service, no payload yet.
-                    match self.conns.get_mut(&h).map(|st| &mut st.svc) {
-                        Some(Service::Echo(e)) => c.poll_transmit(now, seg, e),
-                        Some(Service::Sender(s)) => c.poll_transmit(now, seg, s),
-                        Some(Service::Discard(_)) | None => {
-                            c.poll_transmit(now, seg, &mut tcp::NoData)
-                        }
-                    }
-                }
+            let Some(c) = self.tcp.conn_mut(h) else {
+                self.spare = Some(m);
+                return false;
+            };
+            // Not yet accepted (SYN-RECEIVED): no service, no payload yet.
+            let t = match self.conns.get_mut(&h).map(|st| &mut st.svc) {
+                Some(Service::Echo(e)) => c.poll_transmit(now, seg, e),
+                Some(Service::Sender(s)) => c.poll_transmit(now, seg, s),
+                Some(Service::Discard(_)) | None => c.poll_transmit(now, seg, &mut tcp::NoData),
             };
             let Some(t) = t else {
                 self.spare = Some(m);
