@@ -76,6 +76,10 @@ pub struct TcpConfig {
     pub checksum: ChecksumMode,
     /// Initial congestion window in segments (RFC 6928 allows 10).
     pub initial_cwnd_segments: u32,
+    /// RACK-TLP loss detection (RFC 8985) when SACK is negotiated: time-based loss marking,
+    /// lost-retransmission detection and tail loss probes. Off: RFC 6675 DupThresh recovery.
+    /// Peers without SACK always use NewReno (RFC 6582).
+    pub rack_tlp: bool,
 }
 
 #[cfg(test)]
@@ -195,6 +199,7 @@ impl Default for TcpConfig {
             challenge_ack_limit: 1000,
             checksum: ChecksumMode::Software,
             initial_cwnd_segments: 10,
+            rack_tlp: true,
         }
     }
 }

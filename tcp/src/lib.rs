@@ -82,6 +82,7 @@ pub mod config;
 pub mod conn;
 pub mod endpoint;
 pub mod isn;
+mod rack;
 mod reasm;
 mod rtt;
 mod sack;

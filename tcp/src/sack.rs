@@ -73,6 +73,40 @@ impl Scoreboard {
         None
     }
 
+    /// Whether `[l, r)` is entirely SACKed.
+    pub(crate) fn covers(&self, l: u64, r: u64) -> bool {
+        let i = self.ranges.partition_point(|&(_, e)| e <= l);
+        self.ranges.get(i).is_some_and(|&(s, e)| s <= l && r <= e)
+    }
+
+    /// The parts of `[l, r)` not SACKed, written to `out` (at most `out.len()`; a range that
+    /// does not fit is merged into the last one). Returns how many were written.
+    pub(crate) fn gaps(&self, l: u64, r: u64, out: &mut [(u64, u64)]) -> usize {
+        let mut n = 0;
+        let mut cur = l;
+        let mut push = |a: u64, b: u64, n: &mut usize| {
+            if a >= b || out.is_empty() {
+                return;
+            }
+            if *n < out.len() {
+                out[*n] = (a, b);
+                *n += 1;
+            } else {
+                out[out.len() - 1].1 = b;
+            }
+        };
+        let i = self.ranges.partition_point(|&(_, e)| e <= l);
+        for &(s, e) in &self.ranges[i..] {
+            if s >= r {
+                break;
+            }
+            push(cur, s.min(r), &mut n);
+            cur = cur.max(e);
+        }
+        push(cur, r, &mut n);
+        n
+    }
+
     /// Bytes in holes below the highest SACKed byte, and those of them below `rtx` (resent).
     pub(crate) fn hole_bytes(&self, una: u64, rtx: u64) -> (u64, u64) {
         let (mut lost, mut resent) = (0, 0);
@@ -105,6 +139,14 @@ mod tests {
         assert!(s.add(60, 70, 0, 100));
         assert_eq!(s.next_hole(20), Some((50, 60)));
         assert_eq!(s.hole_bytes(0, 10), (30, 10));
+        assert!(s.covers(20, 50) && !s.covers(19, 21) && !s.covers(45, 61));
+        let mut g = [(0, 0); 4];
+        assert_eq!(s.gaps(10, 80, &mut g), 3);
+        assert_eq!(g[..3], [(10, 20), (50, 60), (70, 80)]);
+        assert_eq!(s.gaps(22, 28, &mut g), 0);
+        let mut one = [(0, 0); 1];
+        assert_eq!(s.gaps(0, 100, &mut one), 1);
+        assert_eq!(one[0], (0, 100));
         s.advance(45);
         assert_eq!(s.sacked_bytes(), 15);
     }

@@ -13,6 +13,10 @@ pub struct TcpStats {
     pub fast_retransmits: u64,
     /// Retransmission timeouts.
     pub rtos: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub tlp_probes: u64,
+    /// Segments (or parts) marked lost by RACK (RFC 8985 §6.2), retransmissions included.
+    pub rack_lost: u64,
     /// Segments held out of order.
     pub ooo_held: u64,
     /// Out-of-order segments dropped because the bound was hit.
@@ -47,6 +51,8 @@ impl TcpStats {
         self.retransmissions += o.retransmissions;
         self.fast_retransmits += o.fast_retransmits;
         self.rtos += o.rtos;
+        self.tlp_probes += o.tlp_probes;
+        self.rack_lost += o.rack_lost;
         self.ooo_held += o.ooo_held;
         self.ooo_dropped += o.ooo_dropped;
         self.bad_checksum += o.bad_checksum;

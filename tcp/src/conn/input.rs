@@ -402,6 +402,9 @@ impl<B: SegBuf> Connection<B> {
         }
         self.una_rtx_mark = None;
         self.sb.advance(self.snd_una);
+        self.rack.advance(self.snd_una);
+        // RFC 8985 §7.2: an ACK of new data restarts the probe timeout.
+        self.tlp_at = None;
         while self.records.front().is_some_and(|&b| b <= self.snd_una) {
             self.records.pop_front();
         }
@@ -440,14 +443,54 @@ impl<B: SegBuf> Connection<B> {
             }
         }
         let mut sack_new = false;
+        let mut dsack = false;
+        let rack = self.rack_on();
         if self.sack_ok {
             let base = self.wire_snd(self.snd_una);
-            for (l, r) in h.sack.iter().flatten() {
+            let ack_rel = ack_abs as i64 - self.snd_una as i64;
+            let mut blocks = [(0u64, 0u64); 4];
+            let mut nb = 0;
+            let mut first: Option<(i64, i64)> = None;
+            for (i, (l, r)) in h.sack.iter().flatten().enumerate() {
                 let (lr, rr) = (i64::from(l.diff(base)), i64::from(r.diff(base)));
+                if i == 0 {
+                    first = Some((lr, rr));
+                    // RFC 2883 §4: a first block at or below the cumulative ACK is a D-SACK.
+                    dsack = lr < rr && rr <= ack_rel;
+                } else if i == 1
+                    && let Some((fl, fr)) = first
+                    && fl < fr
+                    && lr <= fl
+                    && fr <= rr
+                {
+                    // RFC 2883 §4: ... or one inside the second block.
+                    dsack = true;
+                }
                 if lr < rr && rr > 0 && self.snd_una as i64 + rr <= self.snd_max as i64 {
                     let la = (self.snd_una as i64 + lr.max(0)) as u64;
                     let ra = (self.snd_una as i64 + rr) as u64;
-                    sack_new |= self.sb.add(la, ra, ack_abs.max(self.snd_una), self.snd_max);
+                    if rack {
+                        if nb < blocks.len() {
+                            blocks[nb] = (la, ra);
+                            nb += 1;
+                        }
+                    } else {
+                        sack_new |= self.sb.add(la, ra, ack_abs.max(self.snd_una), self.snd_max);
+                    }
+                }
+            }
+            if rack {
+                // RFC 8985 §6.2 steps 1-3 for every newly delivered segment.
+                sack_new = self.rack.on_ack(
+                    now,
+                    ack_abs,
+                    &blocks[..nb],
+                    &mut self.sb,
+                    self.snd_una,
+                    self.snd_max,
+                );
+                if dsack {
+                    self.rack.on_dsack(self.snd_una, self.snd_max);
                 }
             }
         }
@@ -457,7 +500,8 @@ impl<B: SegBuf> Connection<B> {
         // SACKed DupThresh segments beyond it while the hole stays open, so that copy was lost
         // too (the idea of RFC 8985 RACK, reduced to the first hole). Resend it instead of
         // waiting for the RTO.
-        if self.in_recovery
+        if !rack
+            && self.in_recovery
             && ack_abs == self.snd_una
             && let (Some(mark), Some(high)) = (self.una_rtx_mark, self.sb.high())
             && high >= mark + 3 * mss
@@ -479,6 +523,7 @@ impl<B: SegBuf> Connection<B> {
                     // RFC 6582 §3.2 step 3: full acknowledgment ends recovery.
                     self.in_recovery = false;
                     self.newreno_rtx = false;
+                    self.rack.on_recovery_exit();
                     self.cc.on_recovery_exit(self.snd_max - self.snd_una);
                 } else {
                     // RFC 6582 §3.2 step 4: partial ACK, resend the next unacked segment.
@@ -509,7 +554,9 @@ impl<B: SegBuf> Connection<B> {
                 3
             };
             let sack_lost = self.sack_ok && self.sb.sacked_bytes() >= dupthresh * mss;
-            if !self.in_recovery
+            if rack {
+                // RACK (below) decides about loss; duplicate ACKs only feed its inputs.
+            } else if !self.in_recovery
                 && (u64::from(self.dupacks) >= dupthresh || sack_lost)
                 && self.snd_una >= self.recover
             {
@@ -529,6 +576,11 @@ impl<B: SegBuf> Connection<B> {
                 self.cc.cwnd += mss;
             }
         }
+        if rack {
+            let plain_dupack = ack_abs == self.snd_una && h.sack[0].is_none();
+            self.tlp_on_ack(ack_abs, dsack, plain_dupack);
+            self.rack_detect(now);
+        }
         // FIN acknowledged?
         if self.our_fin_acked() {
             match self.state {
@@ -539,6 +591,56 @@ impl<B: SegBuf> Connection<B> {
                 State::LastAck => self.finish(CloseReason::Normal),
                 _ => {}
             }
+        }
+    }
+
+    /// RFC 8985 §6.2 step 5 (after an ACK or when the reordering timer fires): mark losses,
+    /// arm the reordering timer, and enter loss recovery on a new loss (RFC 8985 §3.2 with
+    /// RFC 6675 §5: one cwnd reduction per window of data).
+    pub(super) fn rack_detect(&mut self, now: Instant) {
+        if !self.rack_on() {
+            return;
+        }
+        let mss = u64::from(self.emss()).max(1);
+        let pipe_before = self.pipe();
+        let sacked_segs = self.sb.sacked_bytes() / mss;
+        let d = self
+            .rack
+            .detect_loss(now, self.in_recovery, sacked_segs, self.rtt.srtt());
+        self.reo_at = d.timer;
+        if d.bytes == 0 {
+            return;
+        }
+        self.stats.rack_lost += d.segs;
+        self.tlp_at = None;
+        if !self.in_recovery && self.snd_una >= self.recover {
+            let flight = self.snd_max - self.snd_una;
+            self.in_recovery = true;
+            self.recover = self.snd_max;
+            self.cc
+                .on_loss(pipe_before.max(2 * mss).min(flight.max(2 * mss)));
+            self.stats.fast_retransmits += 1;
+            self.rtt_probe = None;
+        }
+    }
+
+    /// RFC 8985 §7.4: was the tail loss probe's segment lost? A probe of new data, or one
+    /// reported duplicate by D-SACK, says nothing; a retransmitted probe acknowledged beyond
+    /// it repaired a loss, which gets the congestion response of a fast recovery.
+    fn tlp_on_ack(&mut self, ack_abs: u64, dsack: bool, plain_dupack: bool) {
+        let Some(end) = self.tlp_end else { return };
+        if ack_abs < end {
+            return;
+        }
+        if !self.tlp_rtx || dsack {
+            self.tlp_end = None;
+        } else if ack_abs > end {
+            self.tlp_end = None;
+            if !self.in_recovery {
+                self.cc.on_loss(self.cc.cwnd);
+            }
+        } else if plain_dupack {
+            self.tlp_end = None;
         }
     }
 }

@@ -35,9 +35,17 @@
 //!   a per-connection offset (RFC 7323 §5.4).
 //! * RTT is sampled once per flight with Karn's rule (RFC 6298 §3), nanosecond resolution,
 //!   rather than from TSecr (RFC 7323 §4 makes that optional).
-//! * SACK loss recovery follows RFC 6675 with IsLost() simplified to "a hole below the highest
-//!   SACKed byte", plus limited transmit (RFC 3042), early retransmit (RFC 5827), D-SACK
-//!   generation (RFC 2883) and detection of a lost retransmission of the head hole.
+//! * With SACK, loss detection is RACK-TLP (RFC 8985, [`crate::TcpConfig::rack_tlp`]): a
+//!   per-segment transmission log marks segments lost by time (including lost
+//!   retransmissions), a reordering timer waits out `reo_wnd`, tail loss probes replace most
+//!   tail RTOs, and an RTO marks everything unSACKed lost instead of going back N (SACK state
+//!   is dropped only if the receiver reneged, RFC 2018 §8). Retransmission is limited by
+//!   RFC 6675 pipe < cwnd (no PRR). The PTO adds 2 ms when more than one segment is in flight
+//!   (as Linux), so a peer's ACK scheduling jitter does not fire it.
+//! * Without RACK-TLP, SACK loss recovery follows RFC 6675 with IsLost() simplified to "a hole
+//!   below the highest SACKed byte", plus limited transmit (RFC 3042), early retransmit
+//!   (RFC 5827) and detection of a lost retransmission of the head hole. D-SACK generation
+//!   (RFC 2883) either way; received D-SACKs widen RACK's reordering window.
 //! * The acceptability test uses max(advertised window, current free space).
 //! * Urgent data is ignored (RFC 9293 §3.8.5 / RFC 6093 recommend not using it).
 //! * No SYN cookies: listeners are bounded by [`crate::Endpoint::set_backlog`].
@@ -59,6 +67,7 @@ use smoltcp::wire::Ipv4Address;
 
 use crate::cc::Congestion;
 use crate::config::TcpConfig;
+use crate::rack::Rack;
 use crate::reasm::RecvQueue;
 use crate::rtt::RttEstimator;
 use crate::sack::Scoreboard;
@@ -283,6 +292,17 @@ pub struct Connection<B> {
     /// SND.MAX when the hole at SND.UNA was last retransmitted in recovery.
     una_rtx_mark: Option<u64>,
     retries: u32,
+    // RACK-TLP (RFC 8985), used when `cfg.rack_tlp` and SACK is negotiated.
+    rack: Rack,
+    /// RACK reordering timer (RFC 8985 §6.3).
+    reo_at: Option<Instant>,
+    /// Probe timeout (RFC 8985 §7.2).
+    tlp_at: Option<Instant>,
+    /// The PTO fired: the next output is a probe (RFC 8985 §7.3).
+    tlp_due: bool,
+    /// `TLP.end_seq` and `TLP.is_retrans` (RFC 8985 §7.1).
+    tlp_end: Option<u64>,
+    tlp_rtx: bool,
 
     // Pending output.
     ack_now: bool,
@@ -371,6 +391,12 @@ impl<B: SegBuf> Connection<B> {
             newreno_rtx: false,
             una_rtx_mark: None,
             retries: 0,
+            rack: Rack::default(),
+            reo_at: None,
+            tlp_at: None,
+            tlp_due: false,
+            tlp_end: None,
+            tlp_rtx: false,
             ack_now: false,
             unacked_segs: 0,
             ctl: VecDeque::new(),
@@ -728,6 +754,8 @@ impl<B: SegBuf> Connection<B> {
         self.delack_at = None;
         self.keepalive_at = None;
         self.timewait_at = None;
+        self.reo_at = None;
+        self.tlp_at = None;
         self.events.push_back(Event::Closed(why));
     }
 
@@ -735,11 +763,23 @@ impl<B: SegBuf> Connection<B> {
     /// presumed lost, plus what we resent of the lost.
     fn pipe(&self) -> u64 {
         let out = self.snd_max - self.snd_una;
+        if self.rack_on() {
+            // RFC 8985 with RFC 6675 §4: outstanding minus SACKed minus marked lost (a lost
+            // segment counts again once retransmitted, as its mark is cleared then).
+            return out
+                .saturating_sub(self.sb.sacked_bytes())
+                .saturating_sub(self.rack.lost_bytes());
+        }
         if !self.sack_ok || self.sb.is_empty() {
             return out;
         }
         let (lost, resent) = self.sb.hole_bytes(self.snd_una, self.rtx_next);
         (out - self.sb.sacked_bytes().min(out)).saturating_sub(lost) + resent
+    }
+
+    /// Whether RACK-TLP (RFC 8985) drives loss detection: configured and SACK negotiated.
+    fn rack_on(&self) -> bool {
+        self.cfg.rack_tlp && self.sack_ok
     }
 
     /// Whether we are the passive side.

@@ -159,8 +159,27 @@ impl<B: SegBuf> Connection<B> {
         }
         let emss = u64::from(self.emss());
         let fin_at = self.app_end;
+        if self.rack_on() {
+            if self.tlp_due
+                && let Some(p) = self.tlp_plan()
+            {
+                return Some(p);
+            }
+            // RFC 8985 §3.2 / RFC 6675 §5 NextSeg rule 1: segments RACK marked lost go first,
+            // while pipe < cwnd (the head one regardless, as the fast retransmit).
+            if let Some((s, e)) = self.rack.next_lost()
+                && (s == self.snd_una || self.pipe() < self.cc.cwnd)
+                && let Some(p) = self.resend_plan(s, e)
+            {
+                if s == self.snd_una {
+                    // The head's timeout starts now (RFC 6298 §5.1, as Linux's tcp_rearm_rto).
+                    self.rtx_at = Some(now + self.rtt.rto());
+                }
+                return Some(p);
+            }
+        }
         // Loss recovery retransmissions first (RFC 6675 §5 NextSeg rule 1 / RFC 6582).
-        if self.in_recovery && self.newreno_rtx {
+        if !self.rack_on() && self.in_recovery && self.newreno_rtx {
             let cwnd_ok = self.pipe() < self.cc.cwnd || self.rtx_next == self.snd_una;
             let hole = if self.sack_ok && !self.sb.is_empty() {
                 self.sb.next_hole(self.rtx_next.max(self.snd_una))
@@ -212,14 +231,15 @@ impl<B: SegBuf> Connection<B> {
             }
         }
         // New data (or go-back-N after an RTO).
-        let in_flight = if self.in_recovery && self.sack_ok {
+        let in_flight = if self.rack_on() || (self.in_recovery && self.sack_ok) {
             self.pipe()
         } else {
             self.snd_nxt - self.snd_una
         };
         // RFC 3042 limited transmit: the first two duplicate ACKs each release one new
         // segment beyond cwnd, so small windows still reach three duplicates.
-        let limited = if self.in_recovery {
+        let limited = if self.in_recovery || self.rack_on() {
+            // (With RACK, pipe already excludes SACKed data.)
             0
         } else {
             u64::from(self.dupacks.min(2)) * emss
@@ -267,6 +287,69 @@ impl<B: SegBuf> Connection<B> {
         None
     }
 
+    /// A retransmission of (the start of) the logged range `[s, e)`: at most one segment, not
+    /// crossing a record boundary; the FIN goes along if the range holds it.
+    fn resend_plan(&self, s: u64, e: u64) -> Option<Plan> {
+        let fin_at = self.app_end;
+        let emss = u64::from(self.emss());
+        let end = e
+            .min(s + emss.min(self.tx_limit))
+            .min(self.next_boundary(s))
+            .min(fin_at);
+        let fin = self.fin_queued && e > fin_at && end == fin_at;
+        if end > s || (fin && s == fin_at) {
+            Some(Plan {
+                start: s,
+                end: end.max(s),
+                syn: false,
+                fin,
+                retransmit: true,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// RFC 8985 §7.3: the tail loss probe. New data if the peer's window allows, else the
+    /// highest segment not yet delivered. Either way outside cwnd.
+    fn tlp_plan(&mut self) -> Option<Plan> {
+        self.tlp_due = false;
+        let emss = u64::from(self.emss());
+        let fin_at = self.app_end;
+        let wnd_edge = self.snd_una + self.snd_wnd;
+        let p = if self.snd_nxt < fin_at && wnd_edge > self.snd_nxt {
+            let end = (self.snd_nxt + emss.min(self.tx_limit))
+                .min(wnd_edge)
+                .min(self.next_boundary(self.snd_nxt))
+                .min(fin_at);
+            Plan {
+                start: self.snd_nxt,
+                end,
+                syn: false,
+                fin: self.fin_queued && end == fin_at,
+                retransmit: false,
+            }
+        } else if self.fin_queued && self.snd_nxt == fin_at && self.snd_max <= fin_at {
+            Plan {
+                start: fin_at,
+                end: fin_at,
+                syn: false,
+                fin: true,
+                retransmit: false,
+            }
+        } else {
+            let (s, e) = self.rack.last_undelivered()?;
+            // The last segment's worth of the range.
+            let data_end = e.min(fin_at);
+            let s = s.max(data_end.saturating_sub(emss.min(self.tx_limit)));
+            self.resend_plan(s, e)?
+        };
+        self.tlp_end = Some(self.snd_max.max(p.end + u64::from(p.fin)));
+        self.tlp_rtx = p.retransmit;
+        self.stats.tlp_probes += 1;
+        Some(p)
+    }
+
     fn send_plan<S: SendSource + ?Sized>(
         &mut self,
         now: Instant,
@@ -304,6 +387,14 @@ impl<B: SegBuf> Connection<B> {
         // Advance SND.NXT only for in-order (non-hole) sends.
         if p.start == self.snd_nxt || p.syn {
             self.snd_nxt = seq_end;
+        }
+        if self.rack_on() && !p.syn {
+            // RFC 8985 §6.1: per-segment transmission times.
+            self.rack.on_send(p.start, seq_end, now);
+            if seq_end > self.snd_max {
+                // RFC 8985 §7.2: sending new data restarts the probe timeout.
+                self.tlp_at = None;
+            }
         }
         self.snd_max = self.snd_max.max(seq_end);
         if self.rtx_at.is_none() {

@@ -1,7 +1,8 @@
 //! Timers: retransmission (RFC 6298), persist (RFC 9293 §3.8.6.1), delayed ACK
-//! (RFC 9293 §3.8.6.3), keepalive (RFC 9293 §3.8.4) and TIME-WAIT (RFC 9293 §3.3.2).
+//! (RFC 9293 §3.8.6.3), keepalive (RFC 9293 §3.8.4), TIME-WAIT (RFC 9293 §3.3.2), and
+//! RACK-TLP's reordering timer and probe timeout (RFC 8985 §6.3, §7.2).
 
-use netcore::Instant;
+use netcore::{Duration, Instant};
 
 use super::{CloseReason, Connection, SegBuf, State};
 
@@ -15,6 +16,8 @@ impl<B: SegBuf> Connection<B> {
             self.delack_at,
             self.keepalive_at,
             self.timewait_at,
+            self.reo_at,
+            self.tlp_at,
         ]
         .into_iter()
         .flatten()
@@ -49,6 +52,52 @@ impl<B: SegBuf> Connection<B> {
             }
             _ => None,
         };
+        self.arm_pto(now);
+    }
+
+    /// RFC 8985 §7.2: schedule the probe timeout when the connection is sending normally, a
+    /// SACK peer, with data outstanding, not in recovery and no probe unanswered. `tlp_at` is
+    /// cleared wherever the PTO must restart (new data sent, new data acknowledged).
+    fn arm_pto(&mut self, now: Instant) {
+        let eligible = self.rack_on()
+            && matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            )
+            && self.snd_max > self.snd_una
+            && !self.in_recovery
+            && self.rack.lost_bytes() == 0
+            && self.tlp_end.is_none()
+            && !self.tlp_due
+            && self.snd_wnd > 0;
+        if !eligible {
+            self.tlp_at = None;
+            return;
+        }
+        if self.tlp_at.is_some() {
+            return;
+        }
+        let pto = match self.rtt.srtt() {
+            Some(srtt) => {
+                let flight = self.snd_max - self.snd_una;
+                // RFC 8985 §7.2: with one segment in flight, allow for the peer's delayed ACK
+                // (WCDelAckT = 200 ms); else 2 ms of slack (Linux's TCP_TIMEOUT_MIN).
+                let extra = if flight <= u64::from(self.emss()) {
+                    Duration::from_millis(200)
+                } else {
+                    Duration::from_millis(2)
+                };
+                srtt * 2 + extra
+            }
+            None => Duration::from_secs(1),
+        };
+        // RFC 8985 §7.2: never later than the RTO would fire.
+        let at = now + pto;
+        self.tlp_at = Some(self.rtx_at.map_or(at, |r| r.min(at)));
     }
 
     /// Run expired timers.
@@ -76,6 +125,19 @@ impl<B: SegBuf> Connection<B> {
             }
             self.keepalive_probes += 1;
             self.keepalive_due = true;
+        }
+        if self.reo_at.is_some_and(|t| t <= now) {
+            // RFC 8985 §6.3: the reordering window of some segment passed.
+            self.reo_at = None;
+            self.rack_detect(now);
+        }
+        if self.tlp_at.is_some_and(|t| t <= now) {
+            self.tlp_at = None;
+            if !self.in_recovery && self.rack.lost_bytes() == 0 && self.snd_max > self.snd_una {
+                // RFC 8985 §7.3: send a probe, then run the RTO instead of another PTO.
+                self.tlp_due = true;
+                self.rtx_at = Some(now + self.rtt.rto());
+            }
         }
         if self.rtx_at.is_some_and(|t| t <= now) {
             self.rtx_at = None;
@@ -105,6 +167,28 @@ impl<B: SegBuf> Connection<B> {
         self.cc.on_rto(flight);
         self.rtt.back_off();
         self.rtt_probe = None;
+        self.tlp_due = false;
+        self.tlp_end = None;
+        self.tlp_at = None;
+        self.reo_at = None;
+        if self.rack_on() && self.snd_una >= 1 && self.rack.starts_at(self.snd_una) {
+            // RFC 8985 §6.3 / RFC 6298 §5.4: everything not SACKed is lost; retransmission
+            // starts at SND.UNA and skips what the receiver holds. If the receiver SACKed the
+            // segment at SND.UNA yet times out on it, it reneged (RFC 2018 §8): forget SACKs.
+            let reneged = self.rack.is_delivered(self.snd_una);
+            if reneged {
+                self.sb.clear();
+            }
+            self.rack.on_rto(reneged);
+            self.in_recovery = false;
+            self.newreno_rtx = false;
+            self.dupacks = 0;
+            self.recover = self.snd_max;
+            self.rtx_next = self.snd_una;
+            self.una_rtx_mark = None;
+            return;
+        }
+        self.rack.clear();
         // Go back N: resend from SND.UNA; forget SACK state (the receiver may renege, RFC 2018 §8).
         self.snd_nxt = self.snd_una;
         self.sb.clear();

@@ -9,7 +9,7 @@
 //! 0    cfg ts on            // before the connection exists: ts|ws N|sack off|delack MS|nagle on|
 //!                           //   rwnd N|mss N|cubic|iw N|timewait MS|keepalive IDLE INTVL CNT|
 //!                           //   rto_init MS|rto_min MS|retries N|isn N (peer ISN)|ooo N|
-//!                           //   txbuf N (poll_transmit buffer size)
+//!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
@@ -74,6 +74,8 @@ pub fn script_cfg() -> TcpConfig {
         challenge_ack_limit: 1000,
         checksum: ChecksumMode::Software,
         initial_cwnd_segments: 10,
+        // The classic scenarios pin RFC 6675 recovery; `cfg rack on` selects RFC 8985.
+        rack_tlp: false,
     }
 }
 
@@ -564,6 +566,8 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["mss", n] => r.cfg.mss = num(r, Some(n)),
             ["cubic"] => r.cfg.cc = CongestionControl::Cubic,
             ["iw", n] => r.cfg.initial_cwnd_segments = num(r, Some(n)),
+            ["rack", "on"] => r.cfg.rack_tlp = true,
+            ["rack", "off"] => r.cfg.rack_tlp = false,
             ["timewait", n] => r.cfg.time_wait = netcore::Duration::from_millis(num(r, Some(n))),
             ["rto_init", n] => r.cfg.rto_initial = netcore::Duration::from_millis(num(r, Some(n))),
             ["rto_min", n] => r.cfg.rto_min = netcore::Duration::from_millis(num(r, Some(n))),

@@ -1,0 +1,450 @@
+//! RACK: time-based loss detection (RFC 8985 §6), over a per-segment transmission log.
+//!
+//! The log holds one entry per transmitted piece of sequence space in `[SND.UNA, SND.MAX)`,
+//! in sequence order, with the time of its latest (re)transmission and whether it is
+//! delivered (cumulatively acknowledged or SACKed) or marked lost. A segment is lost when a
+//! segment sent *after* it was delivered and more than `RACK.rtt + RACK.reo_wnd` has passed
+//! since it was sent (RFC 8985 §6.2 step 5). A retransmission gets a new transmission time,
+//! so a lost retransmission is detected the same way as a lost original (RFC 8985 §6.2).
+//! The tail-loss-probe state (RFC 8985 §7) lives in the connection.
+
+use std::collections::VecDeque;
+
+use netcore::{Duration, Instant};
+
+use crate::sack::Scoreboard;
+
+/// One transmitted range of sequence space (absolute offsets).
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    start: u64,
+    end: u64,
+    /// Time of the latest transmission (RFC 8985 §6.1 `Segment.xmit_ts`).
+    at: Instant,
+    /// Retransmitted at least once (RFC 8985 §6.1 `Segment.retransmitted`).
+    rtx: bool,
+    /// Marked lost and not retransmitted since (RFC 8985 §6.1 `Segment.lost`).
+    lost: bool,
+    /// Cumulatively acknowledged or SACKed.
+    delivered: bool,
+}
+
+/// RFC 8985 §6.2 step 4: SACKed segments beyond which reordering is no longer waited for
+/// while no reordering has been seen (DupThresh, RFC 6675).
+const DUP_THRESH: u64 = 3;
+
+/// Bound on the log length: beyond it new transmissions are merged into the last entry (the
+/// loss detection gets coarser, never wrong about delivery).
+const MAX_ENTRIES: usize = 1 << 16;
+
+/// RACK state (RFC 8985 §6.1) and the transmission log.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Rack {
+    segs: VecDeque<Sent>,
+    /// Bytes marked lost and not yet retransmitted.
+    lost_bytes: u64,
+    /// `RACK.xmit_ts` / `RACK.end_seq`: the most recently sent delivered segment.
+    xmit_ts: Option<Instant>,
+    end_seq: u64,
+    /// `RACK.rtt`: RTT of that segment.
+    rtt: Duration,
+    /// `RACK.fack`: highest delivered end.
+    fack: u64,
+    min_rtt: Option<Duration>,
+    reordering_seen: bool,
+    /// `RACK.reo_wnd_mult`, `RACK.reo_wnd_persist`, `RACK.dsack_round` (§6.2 step 4).
+    reo_wnd_mult: u32,
+    reo_wnd_persist: u32,
+    dsack_round: Option<u64>,
+}
+
+/// What one run of the RACK loss detection found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Detected {
+    /// Bytes newly marked lost.
+    pub(crate) bytes: u64,
+    /// Entries newly marked lost.
+    pub(crate) segs: u64,
+    /// When to run the detection again (RFC 8985 §6.3 reordering timer).
+    pub(crate) timer: Option<Instant>,
+}
+
+/// Whether transmission `(t1, s1)` happened after `(t2, s2)` (RFC 8985 §6.2
+/// `RACK_sent_after`: ties broken by sequence).
+fn sent_after(t1: Instant, s1: u64, t2: Instant, s2: u64) -> bool {
+    t1 > t2 || (t1 == t2 && s1 > s2)
+}
+
+impl Rack {
+    /// Bytes marked lost and not yet retransmitted.
+    pub(crate) fn lost_bytes(&self) -> u64 {
+        self.lost_bytes
+    }
+
+    /// Record a transmission of `[start, end)` at `now` (first or retransmission).
+    pub(crate) fn on_send(&mut self, start: u64, end: u64, now: Instant) {
+        if start >= end {
+            return;
+        }
+        let tail = self.segs.back().map_or(start, |s| s.end);
+        if start < tail {
+            self.split_at(start);
+            self.split_at(end.min(tail));
+            let i = self.segs.partition_point(|s| s.end <= start);
+            for s in self.segs.range_mut(i..) {
+                if s.start >= end {
+                    break;
+                }
+                s.at = now;
+                s.rtx = true;
+                if s.lost {
+                    s.lost = false;
+                    self.lost_bytes -= s.end - s.start;
+                }
+                // A resent range counts as outstanding again until it is delivered anew
+                // (after an RTO the scoreboard may have been cleared).
+                s.delivered = false;
+            }
+        }
+        let from = start.max(tail);
+        if from < end {
+            let full = self.segs.len() >= MAX_ENTRIES;
+            match self.segs.back_mut() {
+                Some(last) if full && !last.lost && !last.delivered => {
+                    last.end = end;
+                    last.at = now;
+                }
+                _ => self.segs.push_back(Sent {
+                    start: from,
+                    end,
+                    at: now,
+                    rtx: false,
+                    lost: false,
+                    delivered: false,
+                }),
+            }
+        }
+    }
+
+    /// Split the entry containing `at` so that an entry starts at `at`.
+    fn split_at(&mut self, at: u64) {
+        let i = self.segs.partition_point(|s| s.end <= at);
+        if let Some(s) = self.segs.get_mut(i)
+            && s.start < at
+            && at < s.end
+        {
+            let mut right = *s;
+            s.end = at;
+            right.start = at;
+            self.segs.insert(i + 1, right);
+        }
+    }
+
+    /// Forget everything below the cumulative ACK.
+    pub(crate) fn advance(&mut self, una: u64) {
+        while let Some(s) = self.segs.front_mut() {
+            if s.end <= una {
+                if s.lost {
+                    self.lost_bytes -= s.end - s.start;
+                }
+                self.segs.pop_front();
+            } else {
+                if s.start < una {
+                    if s.lost {
+                        self.lost_bytes -= una - s.start;
+                    }
+                    s.start = una;
+                }
+                break;
+            }
+        }
+    }
+
+    /// One segment delivered (RFC 8985 §6.2 steps 2 and 3).
+    fn deliver(&mut self, i: usize, now: Instant) {
+        let Some(s) = self.segs.get_mut(i) else {
+            return;
+        };
+        if s.delivered {
+            return;
+        }
+        s.delivered = true;
+        if s.lost {
+            // It arrived after all (reordering, or a late copy): no longer missing.
+            s.lost = false;
+            self.lost_bytes -= s.end - s.start;
+        }
+        let s = *s;
+        let rtt = now.saturating_duration_since(s.at);
+        // Step 2: an ACK for a retransmitted segment sooner than min RTT is ambiguous (it is
+        // likely for the original); skip it.
+        if !(s.rtx && self.min_rtt.is_some_and(|m| rtt < m)) {
+            if !s.rtx {
+                self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+            }
+            let newer = self
+                .xmit_ts
+                .is_none_or(|t| sent_after(s.at, s.end, t, self.end_seq));
+            if newer {
+                self.xmit_ts = Some(s.at);
+                self.end_seq = s.end;
+                self.rtt = rtt;
+            }
+        }
+        // Step 3: a never-retransmitted segment delivered below the highest delivered one
+        // means the network reordered it.
+        if s.end < self.fack && !s.rtx {
+            self.reordering_seen = true;
+        } else {
+            self.fack = self.fack.max(s.end);
+        }
+    }
+
+    /// Process the deliveries of one ACK: cumulative up to `ack` and the SACK blocks `blocks`
+    /// (absolute, clipped), adding the blocks to `sb` on the way.
+    pub(crate) fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: u64,
+        blocks: &[(u64, u64)],
+        sb: &mut Scoreboard,
+        una: u64,
+        max: u64,
+    ) -> bool {
+        let mut sack_new = false;
+        // Cumulatively acknowledged entries not delivered before.
+        let mut i = 0;
+        while i < self.segs.len() && self.segs[i].end <= ack {
+            self.deliver(i, now);
+            i += 1;
+        }
+        for &(l, r) in blocks {
+            let (l, r) = (l.max(ack.max(una)), r.min(max));
+            if l >= r {
+                continue;
+            }
+            // Only the parts not SACKed before can hold newly delivered entries.
+            let mut gaps = [(0u64, 0u64); 8];
+            let n = sb.gaps(l, r, &mut gaps);
+            sack_new |= sb.add(l, r, ack.max(una), max);
+            for &(gl, gr) in &gaps[..n] {
+                let mut j = self.segs.partition_point(|s| s.end <= gl);
+                while j < self.segs.len() && self.segs[j].start < gr {
+                    let s = self.segs[j];
+                    if !s.delivered && sb.covers(s.start, s.end) {
+                        self.deliver(j, now);
+                    }
+                    j += 1;
+                }
+            }
+        }
+        sack_new
+    }
+
+    /// A D-SACK arrived (RFC 8985 §6.2 step 4): widen the reordering window, once per round.
+    pub(crate) fn on_dsack(&mut self, una: u64, max: u64) {
+        if self.dsack_round.is_none_or(|r| una >= r) {
+            self.dsack_round = Some(max);
+            self.reo_wnd_mult = self.reo_wnd_mult.max(1).saturating_add(1);
+            self.reo_wnd_persist = 16;
+        }
+    }
+
+    /// Loss recovery ended (RFC 8985 §6.2 step 4: the widened window decays after 16
+    /// recoveries without D-SACK).
+    pub(crate) fn on_recovery_exit(&mut self) {
+        if self.reo_wnd_persist > 0 {
+            self.reo_wnd_persist -= 1;
+            if self.reo_wnd_persist == 0 {
+                self.reo_wnd_mult = 1;
+            }
+        }
+    }
+
+    /// `RACK.reo_wnd` (RFC 8985 §6.2 step 4).
+    fn reo_wnd(&self, in_recovery: bool, sacked_segs: u64, srtt: Option<Duration>) -> Duration {
+        if !self.reordering_seen && (in_recovery || sacked_segs >= DUP_THRESH) {
+            return Duration::ZERO;
+        }
+        let Some(min_rtt) = self.min_rtt else {
+            return Duration::ZERO;
+        };
+        let w = (min_rtt / 4).saturating_mul(self.reo_wnd_mult.max(1));
+        srtt.map_or(w, |s| w.min(s))
+    }
+
+    /// RFC 8985 §6.2 step 5: mark lost every undelivered segment sent before the most recently
+    /// sent delivered one and older than `RACK.rtt + RACK.reo_wnd`. Returns the bytes newly
+    /// marked lost and, if some segments may still turn out lost, when to look again (the
+    /// reordering timer, RFC 8985 §6.3). `sacked_segs`: segments SACKed above SND.UNA.
+    pub(crate) fn detect_loss(
+        &mut self,
+        now: Instant,
+        in_recovery: bool,
+        sacked_segs: u64,
+        srtt: Option<Duration>,
+    ) -> Detected {
+        let mut d = Detected::default();
+        let Some(rack_ts) = self.xmit_ts else {
+            return d;
+        };
+        let reo_wnd = self.reo_wnd(in_recovery, sacked_segs, srtt);
+        let (rack_end, rack_rtt) = (self.end_seq, self.rtt);
+        for s in self.segs.iter_mut() {
+            if !sent_after(rack_ts, rack_end, s.at, s.end) {
+                if !s.rtx {
+                    // First transmissions are in sequence order, and retransmissions beyond
+                    // this point are later still: nothing further was sent before RACK's one.
+                    break;
+                }
+                continue;
+            }
+            if s.delivered || s.lost {
+                continue;
+            }
+            let deadline = s.at + rack_rtt + reo_wnd;
+            if deadline <= now {
+                s.lost = true;
+                self.lost_bytes += s.end - s.start;
+                d.bytes += s.end - s.start;
+                d.segs += 1;
+            } else {
+                d.timer = Some(d.timer.map_or(deadline, |t: Instant| t.min(deadline)));
+            }
+        }
+        d
+    }
+
+    /// The lowest range marked lost and not yet retransmitted.
+    pub(crate) fn next_lost(&self) -> Option<(u64, u64)> {
+        if self.lost_bytes == 0 {
+            return None;
+        }
+        self.segs.iter().find(|s| s.lost).map(|s| (s.start, s.end))
+    }
+
+    /// The highest undelivered range (what a tail loss probe resends, RFC 8985 §7.3).
+    pub(crate) fn last_undelivered(&self) -> Option<(u64, u64)> {
+        self.segs
+            .iter()
+            .rev()
+            .find(|s| !s.delivered)
+            .map(|s| (s.start, s.end))
+    }
+
+    /// Whether the entry holding `seq` is delivered.
+    pub(crate) fn is_delivered(&self, seq: u64) -> bool {
+        let i = self.segs.partition_point(|s| s.end <= seq);
+        self.segs
+            .get(i)
+            .is_some_and(|s| s.start <= seq && s.delivered)
+    }
+
+    /// Whether the log starts exactly at `una` (it covers everything outstanding).
+    pub(crate) fn starts_at(&self, una: u64) -> bool {
+        self.segs.front().is_some_and(|s| s.start == una)
+    }
+
+    /// Forget the log (fallback to go-back-N).
+    pub(crate) fn clear(&mut self) {
+        self.segs.clear();
+        self.lost_bytes = 0;
+    }
+
+    /// Retransmission timeout (RFC 8985 §6.3 with RFC 6298 §5.4): every undelivered segment
+    /// is lost. With `forget_sacks` (the receiver reneged, RFC 2018 §8) SACKed ones too.
+    pub(crate) fn on_rto(&mut self, forget_sacks: bool) {
+        self.lost_bytes = 0;
+        for s in self.segs.iter_mut() {
+            if forget_sacks {
+                s.delivered = false;
+            }
+            s.lost = !s.delivered;
+            if s.lost {
+                self.lost_bytes += s.end - s.start;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_millis(n)
+    }
+
+    #[test]
+    fn later_delivery_marks_earlier_lost_after_rtt() {
+        let mut r = Rack::default();
+        let mut sb = Scoreboard::default();
+        for k in 0..5u64 {
+            r.on_send(1 + k * 100, 101 + k * 100, ms(k));
+        }
+        // Segment 2 (201..301, sent at 2 ms) SACKed at 12 ms: RACK.rtt = 10 ms.
+        assert!(r.on_ack(ms(12), 1, &[(201, 301)], &mut sb, 1, 501));
+        // min_rtt = 10 ms, no reordering seen, one SACKed segment: reo_wnd = 2.5 ms.
+        let d = r.detect_loss(ms(12), false, 1, None);
+        assert_eq!(d.bytes, 0);
+        // Segment 0 (sent at 0) deadline 0 + 10 + 2.5; segment 1 at 13.5.
+        assert_eq!(d.timer, Some(ms(12) + Duration::from_micros(500)));
+        let d = r.detect_loss(ms(14), false, 1, None);
+        assert_eq!((d.bytes, d.segs, d.timer), (200, 2, None));
+        assert_eq!(r.next_lost(), Some((1, 101)));
+        // Retransmit the first: no longer lost, it has a new time.
+        r.on_send(1, 101, ms(14));
+        assert_eq!(r.lost_bytes(), 100);
+        assert_eq!(r.next_lost(), Some((101, 201)));
+    }
+
+    #[test]
+    fn lost_retransmission_detected() {
+        let mut r = Rack::default();
+        let mut sb = Scoreboard::default();
+        r.on_send(1, 101, ms(0));
+        r.on_send(101, 201, ms(0));
+        r.on_send(201, 301, ms(0));
+        r.on_send(301, 401, ms(0));
+        r.on_ack(ms(10), 1, &[(101, 401)], &mut sb, 1, 401);
+        assert_eq!(r.detect_loss(ms(10), false, 3, None).bytes, 100);
+        r.on_send(1, 101, ms(10));
+        r.on_send(401, 501, ms(11));
+        // New data sent after the retransmission is SACKed: the retransmission is lost.
+        r.on_ack(ms(21), 1, &[(101, 501)], &mut sb, 1, 501);
+        let d = r.detect_loss(ms(21), true, 4, None);
+        assert_eq!((d.bytes, d.timer), (100, None));
+        assert_eq!(r.next_lost(), Some((1, 101)));
+    }
+
+    #[test]
+    fn reordering_widens_nothing_lost_within_window() {
+        let mut r = Rack::default();
+        let mut sb = Scoreboard::default();
+        r.on_send(1, 101, ms(0));
+        r.on_send(101, 201, ms(0));
+        r.on_ack(ms(10), 1, &[(101, 201)], &mut sb, 1, 201);
+        // Deadline 0 + 10 + 2.5 ms: not yet.
+        let d = r.detect_loss(ms(10), false, 1, None);
+        assert_eq!(d.bytes, 0);
+        assert!(d.timer.is_some());
+        // The first arrives late: reordering, nothing was lost.
+        r.on_ack(ms(11), 201, &[], &mut sb, 1, 201);
+        assert!(r.reordering_seen);
+        r.advance(201);
+        assert_eq!(r.detect_loss(ms(20), false, 0, None), Detected::default());
+    }
+
+    #[test]
+    fn split_and_advance_keep_lost_bytes() {
+        let mut r = Rack::default();
+        r.on_send(1, 1001, ms(0));
+        r.on_rto(false);
+        assert_eq!(r.lost_bytes(), 1000);
+        r.on_send(1, 501, ms(1));
+        assert_eq!(r.lost_bytes(), 500);
+        r.advance(701);
+        assert_eq!(r.lost_bytes(), 300);
+        assert_eq!(r.next_lost(), Some((701, 1001)));
+    }
+}
