@@ -9,6 +9,7 @@ use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::Mempool;
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, fmt_mac};
+use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
 use netcore::Duration;
@@ -116,6 +117,14 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             tcp: tcp_cfg.clone(),
             services: Services {
                 send: if i == 0 { services.send.clone() } else { None },
+                steering: port.info().rss.then(|| {
+                    let s = RssSteering {
+                        queues: port.info().queues,
+                        reta_size: u32::from(port.info().reta_size),
+                        ephemeral: 49152..=65535,
+                    };
+                    (s, i as u16)
+                }),
                 ..services.clone()
             },
             exit_when_sent: cfg.diag.exit_after_send,
@@ -333,6 +342,7 @@ fn services(cfg: &Config) -> Services {
                 connections: d.send_connections,
                 sha256: d.send_sha256,
             }),
+        steering: None,
     }
 }
 

@@ -8,6 +8,7 @@
 use crate::diag::{Discard, Echo, Pattern, Sender};
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
+use crate::rss::RssSteering;
 use crate::timers::TimerWheel;
 use netcore::Instant;
 use smoltcp::wire::Ipv4Address;
@@ -46,6 +47,9 @@ pub struct Services {
     pub send: Option<SendJob>,
     /// Echo ring per connection, bytes.
     pub echo_buffer: usize,
+    /// With RSS over several queues: how the NIC spreads flows and which queue is ours, so
+    /// active opens pick source ports whose replies come back to this thread.
+    pub steering: Option<(RssSteering, u16)>,
 }
 
 /// Outcome of the sender, for the exit report.
@@ -288,10 +292,26 @@ impl Netstack {
             }
             let remote = (Ipv4Address::from(job.dst), job.port);
             // A random ephemeral port per run, so a new run does not collide with the peer's
-            // TIME-WAIT state of the last one (RFC 6056 §3.3.1 spirit).
-            let port = 49152
+            // TIME-WAIT state of the last one (RFC 6056 §3.3.1 spirit); with RSS, one whose
+            // replies the NIC steers to our queue (DESIGN.md §1).
+            let start = 49152
                 + ((self.seed >> 16).wrapping_add(u64::from(self.next_port_offset)) % 16384) as u16;
             self.next_port_offset = self.next_port_offset.wrapping_add(1);
+            let port = match &self.services.steering {
+                Some((s, q)) => {
+                    let local = self.iface.config().ip;
+                    match s.pick_source_port((local, job.dst, job.port), *q, start, |_| false) {
+                        Some(p) => {
+                            self.next_port_offset = self
+                                .next_port_offset
+                                .wrapping_add(u32::from(p.wrapping_sub(start)));
+                            p
+                        }
+                        None => start,
+                    }
+                }
+                None => start,
+            };
             match self.tcp.connect(now, port, remote) {
                 Ok(h) => {
                     let pattern = self

@@ -56,6 +56,8 @@ pub struct PortInfo {
     pub rss: bool,
     /// Queues in use.
     pub queues: u16,
+    /// Entries of the RSS redirection table.
+    pub reta_size: u16,
 }
 
 /// A started port. Stopped and closed on drop.
@@ -200,6 +202,7 @@ impl Port {
             mac: mac.addr_bytes,
             rss,
             queues: cfg.rx_queues,
+            reta_size: dev_info.reta_size,
         };
         tracing::info!(port = name, id, driver = %info.driver, rss, mac = %fmt_mac(&info.mac), "port started");
         Ok(Port { info })
