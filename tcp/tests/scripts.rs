@@ -55,3 +55,6 @@ mod close;
 
 #[path = "script/data.rs"]
 mod data;
+
+#[path = "script/rack.rs"]
+mod rack;

@@ -306,6 +306,8 @@ pub struct Connection<B> {
 
     // Pending output.
     ack_now: bool,
+    /// SACK information did not fit in the last data segment: send it in a pure ACK.
+    sack_owed: bool,
     unacked_segs: u32,
     ctl: VecDeque<OutHeader>,
     probe_due: bool,
@@ -398,6 +400,7 @@ impl<B: SegBuf> Connection<B> {
             tlp_end: None,
             tlp_rtx: false,
             ack_now: false,
+            sack_owed: false,
             unacked_segs: 0,
             ctl: VecDeque::new(),
             probe_due: false,

@@ -86,6 +86,13 @@ impl<B: SegBuf> Connection<B> {
         if self.state == State::Closed {
             return None;
         }
+        if std::mem::take(&mut self.sack_owed)
+            && self.state != State::SynSent
+            && (self.rx.has_ooo() || self.dsack.is_some())
+        {
+            let h = self.base_header();
+            return self.emit(now, h, buf, 0..0, src);
+        }
         if let Some(plan) = self.plan(now) {
             return self.send_plan(now, plan, buf, src);
         }
@@ -428,10 +435,12 @@ impl<B: SegBuf> Connection<B> {
             && !h.rst
             && (self.rx.has_ooo() || self.dsack.is_some())
         {
-            // RFC 2018 §3/§4: blocks must fit in the option space left under the MSS.
+            // RFC 2018 §3/§4: blocks must fit in the option space left under the MSS; payload
+            // plus options never exceed the MSS the peer announced (RFC 9293 §3.7.1, RFC 6691),
+            // i.e. the IP packet fits the path MTU.
             let used = if self.ts_ok { 12 } else { 0 };
-            let space =
-                (40usize - used).min(usize::from(self.cfg.mss).saturating_sub(payload_len + used));
+            let mss = usize::from(self.peer_mss.min(self.cfg.mss));
+            let space = (40usize - used).min(mss.saturating_sub(payload_len + used));
             let n = (space.saturating_sub(2) / 8).min(3);
             let mut blocks = [(0u64, 0u64); 3];
             let mut got = 0;
@@ -446,6 +455,9 @@ impl<B: SegBuf> Connection<B> {
             for (i, &(l, r)) in blocks[..got].iter().enumerate() {
                 h.sack[i] = Some((self.wire_rcv(l).0, self.wire_rcv(r).0));
             }
+            // A full-sized data segment has no room: if this ACK was owed for new receive
+            // state (RFC 5681 §4.2), a pure ACK carries the blocks next.
+            self.sack_owed = got == 0 && payload_len > 0 && self.ack_now;
         }
         let hl = h.header_len();
         if hl > buf.len() {

@@ -97,6 +97,8 @@ struct Runner {
     txbuf: usize,
     line: usize,
     text: String,
+    /// MSS the peer announced in its SYN (RFC 9293 §3.7.1 default 536 without one).
+    peer_mss: u16,
 }
 
 fn ms_to_instant(ms: f64) -> Instant {
@@ -149,6 +151,15 @@ impl Runner {
                 );
             }
             assert!(t.len <= 40 + 1460 + 20, "segment larger than MTU");
+            // RFC 9293 §3.7.1 / RFC 6691: payload plus TCP options never exceed the MSS the
+            // peer announced (the IP packet fits its MTU), SACK blocks included.
+            if !payload.is_empty() && t.len - 20 > usize::from(self.peer_mss) {
+                self.fail(&format!(
+                    "segment of {} payload + options bytes exceeds the peer's MSS {}",
+                    t.len - 20,
+                    self.peer_mss
+                ));
+            }
             self.queue.push_back(Out { h, payload });
         }
         if let (Some(ep), Some(h)) = (self.ep.as_mut(), self.conn) {
@@ -314,6 +325,9 @@ fn inbound(r: &mut Runner, s: Spec) {
         .map(|i| pattern_in((s.seq as u64 + i).wrapping_sub(1)))
         .collect();
     h.1 = payload;
+    if h.0.syn {
+        r.peer_mss = h.0.mss.unwrap_or(536);
+    }
     let bytes = build_segment(&h.0, &h.1, s.corrupt);
     let now = r.now;
     let len = bytes.len();
@@ -510,6 +524,7 @@ pub fn run_with(cfg: TcpConfig, text: &str) {
         txbuf: 2048,
         line: 0,
         text: String::new(),
+        peer_mss: 536,
     };
     let mut last = 0.0f64;
     for (ln, raw) in text.lines().enumerate() {
@@ -714,6 +729,8 @@ fn step(r: &mut Runner, t: &[&str]) {
                 "resets_sent" => s.resets_sent,
                 "resets_received" => s.resets_received,
                 "paws_drops" => s.paws_drops,
+                "tlp_probes" => s.tlp_probes,
+                "rack_lost" => s.rack_lost,
                 _ => r.fail("unknown stat"),
             };
             if got != v {

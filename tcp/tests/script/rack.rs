@@ -1,0 +1,178 @@
+//! RACK-TLP (RFC 8985) loss detection and tail loss probes, and the MSS bound on payload plus
+//! options (RFC 9293 §3.7.1, RFC 6691).
+
+use crate::script::run;
+
+/// Passive open with a 10 ms handshake RTT (SRTT 10 ms, RTO 200 ms), RACK-TLP on.
+const EST_RACK: &str = "
+0   cfg rack on
+0   listen 8080
+0   < S 0:0(0) win 65535 <mss 1460,sackOK>
+0   > S. 0:0(0) ack 1
+10  < . 1:1(0) ack 1 win 65535
+10  event Connected
+";
+
+fn run_rack(cfg: &str, text: &str) {
+    run(&format!("{cfg}\n{EST_RACK}\n{text}"))
+}
+
+/// RFC 8985 §7: the last two segments of a flight are lost. Instead of waiting for the RTO
+/// (200 ms), the probe timeout (§7.2: 2*SRTT + 2 ms after the last ACK) resends the last
+/// segment (§7.3); its SACK lets RACK mark the other tail segment lost (§6.2) and recovery
+/// repairs it. No RTO.
+#[test]
+fn tail_loss_recovered_by_tlp() {
+    run_rack(
+        "",
+        r"
+20  send 5840
+20  > . 1:1461(1460) ack 1
+20  > . 1461:2921(1460) ack 1
+20  > . 2921:4381(1460) ack 1
+20  > P. 4381:5841(1460) ack 1
+30  < . 1:1(0) ack 2921 win 65535
+51  none
+52  > P. 4381:5841(1460) ack 1
+52  stat tlp_probes 1
+62  < . 1:1(0) ack 2921 win 65535 <sack 4381:5841>
+62  > . 2921:4381(1460) ack 1
+62  stat rack_lost 1
+72  < . 1:1(0) ack 5841 win 65535
+72  none
+300 none
+300 stat rtos 0
+300 stat retransmissions 2
+",
+    );
+}
+
+/// RFC 8985 §6.2: a retransmission is lost too. RACK compares transmission times, so once a
+/// segment sent after the retransmission is SACKed and RACK.rtt has passed, the
+/// retransmission is marked lost and resent (no RTO, and no DupThresh counting of the hole).
+#[test]
+fn lost_retransmission_detected_by_rack() {
+    run_rack(
+        "0 cfg iw 4",
+        r"
+20  send 20000
+20  > . 1:1461(1460) ack 1
+20  > . 1461:2921(1460) ack 1
+20  > . 2921:4381(1460) ack 1
+20  > . 4381:5841(1460) ack 1
+// The first is lost. SACKed data frees pipe for new segments (RFC 6675 pipe).
+30  < . 1:1(0) ack 1 win 65535 <sack 1461:2921>
+30  > . 5841:7301(1460) ack 1
+31  < . 1:1(0) ack 1 win 65535 <sack 1461:4381>
+31  > . 7301:8761(1460) ack 1
+// Three segments SACKed, no reordering seen: reo_wnd = 0 and segment 1 is lost (§6.2 step 4).
+32  < . 1:1(0) ack 1 win 65535 <sack 1461:5841>
+32  > . 1:1461(1460) ack 1
+32  stat fast_retransmits 1
+32  stat rack_lost 1
+// Segments sent before the retransmission arrive: they say nothing about it.
+40  < . 1:1(0) ack 1 win 65535 <sack 1461:7301>
+41  < . 1:1(0) ack 1 win 65535 <sack 1461:8761>
+41  > . 8761:10221(1460) ack 1
+// 8761:10221, sent at 41 after the retransmission at 32, is SACKed: the retransmission is
+// lost (32 + RACK.rtt 10 ms + reo_wnd 0 < 51). Resent at once.
+51  < . 1:1(0) ack 1 win 65535 <sack 1461:10221>
+51  > . 1:1461(1460) ack 1
+51  > . 10221:11681(1460) ack 1
+51  stat rack_lost 2
+61  < . 1:1(0) ack 11681 win 65535
+// Recovery over (RFC 6582 §3.2 step 3): cwnd = min(ssthresh, max(FlightSize, SMSS) + SMSS).
+61  > . 11681:13141(1460) ack 1
+61  > . 13141:14601(1460) ack 1
+61  stat rtos 0
+61  stat retransmissions 2
+",
+    );
+}
+
+/// RFC 8985 §6.2 step 4 and §6.3: before three segments are SACKed, a hole is given
+/// min_RTT/4 for reordering; when the missing segment arrives late within that window,
+/// nothing is retransmitted and the reordering timer is disarmed. Once reordering was seen,
+/// the window applies even with three SACKed segments.
+#[test]
+fn reordering_within_window_not_loss() {
+    run_rack(
+        "",
+        r"
+20  send 4380
+20  > . 1:1461(1460) ack 1
+20  > . 1461:2921(1460) ack 1
+20  > P. 2921:4381(1460) ack 1
+// Segment 2 arrives before segment 1 (reordered): min_RTT 10 ms, reo_wnd 2.5 ms.
+30  < . 1:1(0) ack 1 win 65535 <sack 1461:2921>
+32  < . 1:1(0) ack 2921 win 65535
+32  none
+40  < . 1:1(0) ack 4381 win 65535
+40  stat retransmissions 0
+40  stat rack_lost 0
+// Reordering seen: now even three SACKed segments wait out reo_wnd (RFC 8985 §6.2 step 4).
+50  send 5840
+50  > . 4381:5841(1460) ack 1
+50  > . 5841:7301(1460) ack 1
+50  > . 7301:8761(1460) ack 1
+50  > P. 8761:10221(1460) ack 1
+60  < . 1:1(0) ack 4381 win 65535 <sack 5841:7301>
+60  < . 1:1(0) ack 4381 win 65535 <sack 5841:8761>
+60  < . 1:1(0) ack 4381 win 65535 <sack 5841:10221>
+61  < . 1:1(0) ack 10221 win 65535
+70  none
+70  stat retransmissions 0
+// Without the late arrival, the reordering timer would have marked it lost at 62.5 ms.
+",
+    );
+}
+
+/// Same start as above, but the hole is real: the reordering timer (RFC 8985 §6.3) fires
+/// after RACK.rtt + reo_wnd and the segment is retransmitted without waiting for more
+/// duplicate ACKs or the RTO.
+#[test]
+fn reordering_timer_marks_loss() {
+    run_rack(
+        "",
+        r"
+20  send 4380
+20  > . 1:1461(1460) ack 1
+20  > . 1461:2921(1460) ack 1
+20  > P. 2921:4381(1460) ack 1
+30  < . 1:1(0) ack 1 win 65535 <sack 1461:2921>
+32  none
+// 20 + RACK.rtt (10) + reo_wnd (10/4) = 32.5 ms.
+32.5 > . 1:1461(1460) ack 1
+32.5 stat rack_lost 1
+40  < . 1:1(0) ack 4381 win 65535
+40  stat rtos 0
+",
+    );
+}
+
+/// RFC 9293 §3.7.1 / RFC 6691 (and RFC 2018 §3): the peer announced MSS 1000, so payload plus
+/// options never exceed 1000 bytes. A full-sized data segment has no room for a SACK block;
+/// the block goes out in a pure ACK right after it instead of being dropped. The harness
+/// checks the bound on every data segment we emit.
+#[test]
+fn sack_blocks_never_exceed_peer_mss() {
+    run(r"
+0   cfg iw 1
+0   listen 8080
+0   < S 0:0(0) win 65535 <mss 1000,sackOK>
+0   > S. 0:0(0) ack 1
+0   < . 1:1(0) ack 1 win 65535
+0   event Connected
+0   emss 1000
+10  send 3000
+10  > . 1:1001(1000) ack 1
+// Our first segment is acknowledged together with out-of-order data from the peer: the
+// next data segment is full, and the SACK block follows in its own ACK.
+20  < . 1001:2001(1000) ack 1001 win 65535
+20  > . 1001:2001(1000) ack 1
+20  > . 2001:2001(0) ack 1 <sack 1001:2001>
+20  > P. 2001:3001(1000) ack 1
+30  < . 1:1001(1000) ack 3001 win 65535
+30  > . 3001:3001(0) ack 2001
+");
+}
