@@ -8,7 +8,7 @@ use dataplane::eal::Eal;
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::Mempool;
 use dataplane::netstack::{SendJob, Services};
-use dataplane::port::{Port, PortConfig, fmt_mac};
+use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
 use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
@@ -136,6 +136,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
     let core_ids = core_affinity::get_core_ids().unwrap_or_default();
 
     let started = WallClock::now();
+    let mut port_peak = PortStats::default();
     let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
         let mut handles = Vec::new();
         for (setup, sh) in setups.iter().zip(&shared) {
@@ -164,7 +165,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
                 .context("spawn dataplane thread")?;
             handles.push(h);
         }
-        control_loop(cfg, &port, &shared, started);
+        control_loop(cfg, &port, &shared, started, &mut port_peak);
         handles
             .into_iter()
             .map(|h| {
@@ -174,7 +175,12 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             .collect()
     })?;
 
-    let report = render_all(&port, &reports, started.elapsed().as_secs_f64());
+    let report = render_all(
+        &port,
+        &reports,
+        started.elapsed().as_secs_f64(),
+        &mut port_peak,
+    );
     println!("{report}");
     let mut status = ping_status(&reports, ping.as_ref());
     if let Some(sr) = reports.first().and_then(|r| r.send.as_ref())
@@ -196,11 +202,18 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
 }
 
 /// Wait for a stop (signal, timed run, or ping done), refreshing the stats file meanwhile.
-fn control_loop(cfg: &Config, port: &Port, shared: &[SharedLcoreStats], started: WallClock) {
+fn control_loop(
+    cfg: &Config,
+    port: &Port,
+    shared: &[SharedLcoreStats],
+    started: WallClock,
+    port_peak: &mut PortStats,
+) {
     let tick = std::time::Duration::from_millis(cfg.stats.interval_ms.min(100));
     let mut last_write = WallClock::now();
     while !signal::stop_requested() {
         std::thread::sleep(tick);
+        *port_peak = peak(port_peak, &port.stats());
         if cfg.diag.run_seconds > 0 && started.elapsed().as_secs() >= cfg.diag.run_seconds {
             signal::request_stop();
         }
@@ -215,7 +228,7 @@ fn control_loop(cfg: &Config, port: &Port, shared: &[SharedLcoreStats], started:
                     ..Default::default()
                 })
                 .collect();
-            let text = render_all(port, &reports, started.elapsed().as_secs_f64());
+            let text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
             if let Err(e) = write_atomically(file, &text) {
                 tracing::warn!(file, "cannot write stats file: {e}");
             }
@@ -223,9 +236,30 @@ fn control_loop(cfg: &Config, port: &Port, shared: &[SharedLcoreStats], started:
     }
 }
 
-fn render_all(port: &Port, reports: &[LcoreReport], secs: f64) -> String {
+/// Field-wise maximum of two snapshots: some PMDs (memif) reset their counters when the
+/// peer disconnects, so the report keeps the highest value seen.
+fn peak(a: &PortStats, b: &PortStats) -> PortStats {
+    PortStats {
+        ipackets: a.ipackets.max(b.ipackets),
+        opackets: a.opackets.max(b.opackets),
+        ibytes: a.ibytes.max(b.ibytes),
+        obytes: a.obytes.max(b.obytes),
+        imissed: a.imissed.max(b.imissed),
+        ierrors: a.ierrors.max(b.ierrors),
+        oerrors: a.oerrors.max(b.oerrors),
+        rx_nombuf: a.rx_nombuf.max(b.rx_nombuf),
+    }
+}
+
+fn render_all(
+    port: &Port,
+    reports: &[LcoreReport],
+    secs: f64,
+    port_peak: &mut PortStats,
+) -> String {
     let mut out = format!("# iwarpd counters after {secs:.3} s\n\n");
-    let ps = port.stats();
+    *port_peak = peak(port_peak, &port.stats());
+    let ps = *port_peak;
     render(
         &format!("port.{}", port.info().name),
         &[
