@@ -127,7 +127,7 @@ discard_sha256 = false
 EOT
     sed -e "s/iwb-ma/iwb-mb/; s/role=server/role=client/; s#10.77.0.1/24#10.77.0.2/24#; s/cores = \[0\]/cores = [1]/" \
         -e 's/^discard_port = 9$/send_to = "10.77.0.1:9"/; s/^discard_sha256 = false$/exit_after_send = true/' "$work/ma.toml" > "$work/mb.toml"
-    echo "send_bytes = $(( $1 << 20 ))" >> "$work/mb.toml"
+    printf 'send_bytes = %d\nsend_sha256 = false\n' $(( $1 << 20 )) >> "$work/mb.toml"
     "$BIN/iwarpd" --config "$work/ma.toml" > "$work/ma.log" 2>&1 &
     local p=$!; pids+=($p); sleep 1.5
     "$BIN/iwarpd" --config "$work/mb.toml" > "$work/mb.log" 2>&1 || true
