@@ -28,7 +28,7 @@ fn mib_for(pct: u32) -> u64 {
         std::env::var("IWARP_TCP_MIB_5PCT")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(32)
+            .unwrap_or(256)
     } else {
         256
     }
