@@ -18,6 +18,8 @@ fn pair_throughput() {
     let b_ip = Ipv4Address::new(10, 0, 0, 2);
     let cfg = TcpConfig {
         mss: 8960,
+        // `TCP_RACK=0`: RFC 6675 recovery instead of RACK-TLP (cost comparison).
+        rack_tlp: std::env::var("TCP_RACK").map_or(true, |v| v != "0"),
         ..TcpConfig::default()
     };
     let mut a: Endpoint<Vec<u8>> = Endpoint::new(cfg.clone(), a_ip, [1; 16]);

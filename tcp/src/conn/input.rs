@@ -445,6 +445,8 @@ impl<B: SegBuf> Connection<B> {
         let mut sack_new = false;
         let mut dsack = false;
         let rack = self.rack_on();
+        // RFC 8985 §7.4.2: a duplicate ACK without SACK information (before SND.UNA moves).
+        let plain_dupack = ack_abs == self.snd_una && h.sack[0].is_none();
         if self.sack_ok {
             let base = self.wire_snd(self.snd_una);
             let ack_rel = ack_abs as i64 - self.snd_una as i64;
@@ -577,7 +579,6 @@ impl<B: SegBuf> Connection<B> {
             }
         }
         if rack {
-            let plain_dupack = ack_abs == self.snd_una && h.sack[0].is_none();
             self.tlp_on_ack(ack_abs, dsack, plain_dupack);
             self.rack_detect(now);
         }

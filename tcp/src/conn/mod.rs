@@ -2,7 +2,8 @@
 //!
 //! Heads up! Before editing this module read at least RFC 9293 §3.10 (event processing),
 //! RFC 5961 (blind in-window attacks), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 and
-//! RFC 6675 (SACK), RFC 6298 (RTO), RFC 5681 and RFC 6582 (congestion control, NewReno).
+//! RFC 6675 (SACK), RFC 8985 (RACK-TLP), RFC 6298 (RTO), RFC 5681 and RFC 6582 (congestion
+//! control, NewReno).
 //!
 //! # API shape (quinn-proto style)
 //! * inputs: [`Connection::handle_segment`], [`Connection::handle_timeout`];
@@ -41,7 +42,8 @@
 //!   tail RTOs, and an RTO marks everything unSACKed lost instead of going back N (SACK state
 //!   is dropped only if the receiver reneged, RFC 2018 §8). Retransmission is limited by
 //!   RFC 6675 pipe < cwnd (no PRR). The PTO adds 2 ms when more than one segment is in flight
-//!   (as Linux), so a peer's ACK scheduling jitter does not fire it.
+//!   (as Linux), so a peer's ACK scheduling jitter does not fire it, and it is also armed
+//!   while SACKed data is outstanding outside recovery (RFC 8985 §7.2 says not to).
 //! * Without RACK-TLP, SACK loss recovery follows RFC 6675 with IsLost() simplified to "a hole
 //!   below the highest SACKed byte", plus limited transmit (RFC 3042), early retransmit
 //!   (RFC 5827) and detection of a lost retransmission of the head hole. D-SACK generation
@@ -766,7 +768,7 @@ impl<B: SegBuf> Connection<B> {
     /// presumed lost, plus what we resent of the lost.
     fn pipe(&self) -> u64 {
         let out = self.snd_max - self.snd_una;
-        if self.rack_on() {
+        if self.rack_on() && self.snd_nxt >= self.snd_max {
             // RFC 8985 with RFC 6675 §4: outstanding minus SACKed minus marked lost (a lost
             // segment counts again once retransmitted, as its mark is cleared then).
             return out

@@ -238,7 +238,9 @@ impl<B: SegBuf> Connection<B> {
             }
         }
         // New data (or go-back-N after an RTO).
-        let in_flight = if self.rack_on() || (self.in_recovery && self.sack_ok) {
+        // (With RACK, go-back-N only happens in the fallback of `on_rto`: SND.NXT < SND.MAX.)
+        let rack_pipe = self.rack_on() && self.snd_nxt >= self.snd_max;
+        let in_flight = if rack_pipe || (self.in_recovery && self.sack_ok) {
             self.pipe()
         } else {
             self.snd_nxt - self.snd_una

@@ -176,3 +176,36 @@ fn sack_blocks_never_exceed_peer_mss() {
 30  > . 3001:3001(0) ack 2001
 ");
 }
+
+/// RFC 8985 §6.3 with RFC 6298 §5.4: when the RTO fires, every segment not SACKed is marked
+/// lost and resent from SND.UNA in slow start (cwnd = 1 segment, RFC 5681 §3.1); SACKed
+/// segments are not sent again (the receiver did not renege, RFC 2018 §8).
+#[test]
+fn rto_resends_only_unsacked() {
+    run_rack(
+        "0 cfg iw 4",
+        r"
+20  send 5840
+20  > . 1:1461(1460) ack 1
+20  > . 1461:2921(1460) ack 1
+20  > . 2921:4381(1460) ack 1
+20  > P. 4381:5841(1460) ack 1
+// Only segment 3 arrives. After reo_wnd RACK marks 1 and 2 lost; pipe (segment 4 still
+// counts) leaves room for the head only.
+30  < . 1:1(0) ack 1 win 65535 <sack 2921:4381>
+32.5 > . 1:1461(1460) ack 1
+// That retransmission is lost as well and nothing is sent after it: the RTO fires 200 ms
+// after it (the head's timer restarts when it is resent).
+232.4 none
+232.5 > . 1:1461(1460) ack 1
+232.5 stat rtos 1
+240 < . 1:1(0) ack 1461 win 65535 <sack 2921:4381>
+// Slow start (cwnd 2 segments): the next unSACKed segment; 2921:4381 is skipped.
+240 > . 1461:2921(1460) ack 1
+240 > P. 4381:5841(1460) ack 1
+250 < . 1:1(0) ack 5841 win 65535
+250 none
+250 stat retransmissions 4
+",
+    );
+}
