@@ -815,3 +815,37 @@ fn smoltcp_to_ours() {
         });
     }
 }
+
+/// Heavy random loss on a short path with the production RTO floor (as the veth benchmark):
+/// ours -> ours, 4 MiB, 5 % loss both ways, 50 us one-way delay, rto_min 200 ms. Ignored
+/// (a measurement); prints the recovery counters; `SIM_RACK=0` for RFC 6675 recovery.
+/// Measured: RTOs 37 (RFC 6675) -> 4 (RACK-TLP).
+#[test]
+#[ignore = "measurement: run in release with --ignored --nocapture"]
+fn heavy_loss_short_path() {
+    let seed = 7u64;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let p = LinkParams {
+        loss: 0.05,
+        dup: 0.0,
+        corrupt: 0.0,
+        reorder: 0.0,
+        delay: Duration::from_micros(50),
+        jitter: Duration::ZERO,
+    };
+    let a_tx = random_bytes(&mut rng, 4 << 20);
+    let cfg = TcpConfig {
+        rack_tlp: std::env::var("SIM_RACK").map_or(true, |v| v != "0"),
+        ..TcpConfig::default()
+    };
+    let mut b = Ours::new(cfg.clone(), B_IP, Vec::new(), 2);
+    b.ep.listen(PORT);
+    let mut a = Ours::new(cfg, A_IP, a_tx.clone(), 1);
+    a.conn = Some(a.ep.connect(Instant::ZERO, 0, (B_IP, PORT)).unwrap());
+    simulate(seed, &mut a, &mut b, &a_tx, &[], &mut rng, p, false);
+    let s = a.ep.stats();
+    eprintln!(
+        "heavy_loss_short_path: rtos {} retransmissions {} fast_retransmits {} tlp_probes {} rack_lost {} segs_out {}",
+        s.rtos, s.retransmissions, s.fast_retransmits, s.tlp_probes, s.rack_lost, s.segs_out
+    );
+}
