@@ -19,7 +19,7 @@
 //! 0    read 1000            // poll_readable drains exactly 1000 bytes, contents checked
 //! 0    send 2000            // Connection::send; record N = send_record
 //! 0    close | abort | none (no output) | state Established | event Closed(Reset) |
-//!      stat retransmissions 1 | emss 1448 | send_err N
+//!      stat retransmissions 1 | emss 1448 | send_err N | cwnd N | rto MS
 //! ```
 //! Inbound `seq` is relative to the peer ISN, inbound `ack` to our ISS; outbound the other
 //! way round, as packetdrill does. Flags: S F R P and `.` (ACK).
@@ -756,6 +756,13 @@ fn step(r: &mut Runner, t: &[&str]) {
             let got = r.conn_mut().rto().as_millis() as u64;
             if got != v {
                 r.fail(&format!("rto {got} ms"));
+            }
+        }
+        ["cwnd", v] => {
+            let v: u64 = num(r, Some(v));
+            let got = r.conn_mut().cwnd();
+            if got != v {
+                r.fail(&format!("cwnd {got}"));
             }
         }
         _ => r.fail("unknown step"),

@@ -209,3 +209,56 @@ fn rto_resends_only_unsacked() {
 ",
     );
 }
+
+/// RFC 8985 §7.2-§7.4: with one segment in flight the PTO allows for a delayed ACK
+/// (2*SRTT + WCDelAckT) and is clamped to the RTO expiry. The probe resends the last segment;
+/// when the peer reports it as a duplicate with D-SACK (RFC 2883) the original was not lost
+/// and cwnd is left alone.
+#[test]
+fn tlp_dsack_means_no_loss() {
+    run_rack(
+        "",
+        r"
+20  send 2920
+20  > . 1:1461(1460) ack 1
+20  > P. 1461:2921(1460) ack 1
+30  < . 1:1(0) ack 1461 win 65535
+// IW (10 segments) grown by slow start (the acknowledged SYN byte counts too).
+30  cwnd 16061
+229 none
+230 > P. 1461:2921(1460) ack 1
+230 stat tlp_probes 1
+240 < . 1:1(0) ack 2921 win 65535 <sack 1461:2921>
+240 cwnd 17521
+250 send 1460
+250 > P. 2921:4381(1460) ack 1
+260 < . 1:1(0) ack 4381 win 65535
+260 cwnd 18981
+260 stat rtos 0
+",
+    );
+}
+
+/// RFC 8985 §7.4.2: the probe repaired a loss (no D-SACK, and later data is acknowledged
+/// beyond it): the congestion response of a fast recovery follows (NewReno: ssthresh and
+/// cwnd become half of cwnd, here after slow start counted the ACK: 18981 / 2).
+#[test]
+fn tlp_repaired_loss_reduces_cwnd() {
+    run_rack(
+        "",
+        r"
+20  send 2920
+20  > . 1:1461(1460) ack 1
+20  > P. 1461:2921(1460) ack 1
+30  < . 1:1(0) ack 1461 win 65535
+230 > P. 1461:2921(1460) ack 1
+240 < . 1:1(0) ack 2921 win 65535
+240 cwnd 17521
+250 send 1460
+250 > P. 2921:4381(1460) ack 1
+260 < . 1:1(0) ack 4381 win 65535
+260 cwnd 9490
+260 stat rtos 0
+",
+    );
+}
