@@ -163,7 +163,10 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
             // when one of its timers is due; a fresh resolution is due at once.
             if ns.iface.poll_timeout().is_some_and(|t| t <= now) {
                 while let Some(len) = ns.iface.poll_transmit(now, &mut scratch) {
-                    push_copy(pool, &scratch[..len], &mut tx, &mut st);
+                    match pool.alloc_copy(&scratch[..len]) {
+                        Some(m) => tx.push(m),
+                        None => st.drop_no_mbuf += 1,
+                    }
                 }
             }
             while let Some(ev) = ns.iface.poll_event() {
@@ -201,20 +204,6 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
         tcp: ns.tcp_stats(),
         netstack: ns.stats,
         send: setup.services.send.as_ref().map(|_| ns.send_report.clone()),
-    }
-}
-
-fn push_copy(pool: &Mempool, frame: &[u8], tx: &mut Vec<Mbuf>, st: &mut LcoreStats) {
-    let Some(mut m) = pool.alloc() else {
-        st.drop_no_mbuf += 1;
-        return;
-    };
-    match m.append(frame.len()) {
-        Some(dst) => {
-            dst.copy_from_slice(frame);
-            tx.push(m);
-        }
-        None => st.drop_no_mbuf += 1,
     }
 }
 

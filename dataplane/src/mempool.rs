@@ -46,6 +46,14 @@ impl Mempool {
         NonNull::new(m).map(|m| unsafe { Mbuf::from_raw(m) })
     }
 
+    /// Allocate an mbuf holding a copy of `frame` (None when the pool is empty or the frame
+    /// does not fit one buffer).
+    pub fn alloc_copy(&self, frame: &[u8]) -> Option<Mbuf> {
+        let mut m = self.alloc()?;
+        m.append(frame.len())?.copy_from_slice(frame);
+        Some(m)
+    }
+
     /// Free buffers in the pool.
     pub fn available(&self) -> u32 {
         // SAFETY: valid pool pointer.

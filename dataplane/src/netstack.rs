@@ -593,15 +593,8 @@ impl Netstack {
 }
 
 fn push_copy(pool: &Mempool, frame: &[u8], tx: &mut Vec<Mbuf>, st: &mut NetstackStats) {
-    let Some(mut m) = pool.alloc() else {
-        st.tx_no_mbuf += 1;
-        return;
-    };
-    match m.append(frame.len()) {
-        Some(dst) => {
-            dst.copy_from_slice(frame);
-            tx.push(m);
-        }
+    match pool.alloc_copy(frame) {
+        Some(m) => tx.push(m),
         None => st.tx_no_mbuf += 1,
     }
 }
