@@ -3,7 +3,7 @@
 use crate::config::parse_sockaddr;
 use crate::config::{Config, parse_cidr};
 use crate::eal_args::{self, RUNTIME_DIR};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use dataplane::eal::Eal;
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::Mempool;
@@ -452,9 +452,6 @@ fn memif_socket_path(device: &str) -> Option<String> {
 pub fn check(cfg: &Config) -> Result<()> {
     let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
         .map_err(anyhow::Error::msg)?;
-    if cfg.dataplane.cores.len() > 1 && cfg.port.device.starts_with("net_memif") {
-        bail!("dataplane.cores: net_memif has a single queue pair here; use one core");
-    }
     println!(
         "config OK: device {} ip {} cores {:?}",
         cfg.port.device, cfg.port.ip, cfg.dataplane.cores

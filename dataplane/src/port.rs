@@ -146,7 +146,13 @@ impl Port {
         // Some virtual PMDs do not support setting the MTU; that is not fatal at the default.
         // SAFETY: valid port id.
         let rc = unsafe { dpdk_sys::rte_eth_dev_set_mtu(id, cfg.mtu) };
-        if rc < 0 {
+        if rc == -libc::ENOTSUP {
+            tracing::info!(
+                port = name,
+                mtu = cfg.mtu,
+                "the driver cannot set the MTU; using its default"
+            );
+        } else if rc < 0 {
             tracing::warn!(
                 port = name,
                 mtu = cfg.mtu,
