@@ -164,7 +164,19 @@ impl<B: SegBuf> Connection<B> {
             return;
         }
         self.stats.rtos += 1;
-        tracing::trace!(remote = ?self.remote, una = self.snd_una, max = self.snd_max, rto = ?self.rtt.rto(), "tcp RTO");
+        tracing::trace!(
+            remote = ?self.remote,
+            una = self.snd_una,
+            max = self.snd_max,
+            rto = ?self.rtt.rto(),
+            in_recovery = self.in_recovery,
+            sacked = self.sb.sacked_bytes(),
+            rack_lost = self.rack.lost_bytes(),
+            tlp_outstanding = self.tlp_end.is_some(),
+            cwnd = self.cc.cwnd,
+            snd_wnd = self.snd_wnd,
+            "tcp RTO"
+        );
         let flight = self.snd_max - self.snd_una;
         self.cc.on_rto(flight);
         self.rtt.back_off();
