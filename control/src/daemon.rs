@@ -412,6 +412,8 @@ fn tcp_fields(s: &TcpStats) -> Vec<(&'static str, u64)> {
         ("resets_sent", s.resets_sent),
         ("resets_received", s.resets_received),
         ("paws_drops", s.paws_drops),
+        ("tlp_probes", s.tlp_probes),
+        ("rack_lost", s.rack_lost),
     ];
     v.retain(|(_, n)| *n != 0);
     v
