@@ -3,7 +3,7 @@
 #   baseline: Linux <-> Linux iperf3 (single stream, both directions)
 #   Linux -> iwarpd (discard service, af_packet) and iwarpd -> Linux (sender service)
 #   iwarpd -> iwarpd over memif (sender -> discard)
-#   loss: nftables drops LOSSES % of TCP packets on the kernel side
+#   loss: nftables on a bridge between the two ends drops LOSSES % of TCP frames, both ways
 # Prints one line per run plus medians over ROUNDS rounds. iwarpd runs on core 1, Linux on core 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,30 +15,34 @@ LOSS_MIB=${LOSS_MIB:-32}
 [[ $(id -u) -eq 0 ]] || { echo "bench-tcp: run as root"; exit 1; }
 PEER=control/tests/tools/tcp_peer.py
 work=$(mktemp -d /tmp/iwarp-bench-tcp.XXXXXX)
-K=iwbk$$ D=iwbd$$
+K=iwbk$$ B=iwbb$$ D=iwbd$$
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    ip netns del "$K" 2>/dev/null || true; ip netns del "$D" 2>/dev/null || true
+    for ns in "$K" "$B" "$D"; do ip netns del "$ns" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$K"; ip netns add "$D"
-ip link add vbk type veth peer name vbd
-ip link set vbk netns "$K"; ip link set vbd netns "$D"
+# kernel (K) -- veth -- bridge (B, where loss is injected) -- veth -- iwarpd or iperf3 server (D).
+# Dropping in K's own output hook would only make Linux requeue (a local transmit failure).
+for ns in "$K" "$B" "$D"; do ip netns add "$ns"; done
+ip link add vbk type veth peer name bk; ip link add vbd type veth peer name bd
+ip link set vbk netns "$K"; ip link set vbd netns "$D"; ip link set bk netns "$B"; ip link set bd netns "$B"
+ip -n "$B" link add br0 type bridge
+for i in bk bd; do ip -n "$B" link set "$i" master br0; ip -n "$B" link set "$i" up; done
+ip -n "$B" link set br0 up
 ip -n "$K" addr add 10.79.0.1/24 dev vbk; ip -n "$K" link set vbk up; ip -n "$K" link set lo up
 ip -n "$D" link set vbd up; ip -n "$D" link set lo up
 ip netns exec "$K" ethtool -K vbk tx off >/dev/null
 results=$work/results.txt; : > "$results"
 
-loss() { # pct
-    ip netns exec "$K" nft delete table inet iwloss 2>/dev/null || true
+loss() { # pct: drop TCP frames at random on the bridge, both directions
+    ip netns exec "$B" nft delete table bridge iwloss 2>/dev/null || true
     (( $1 == 0 )) && return
-    ip netns exec "$K" nft -f - <<EOT
-table inet iwloss {
-  chain in { type filter hook input priority 0; meta l4proto tcp numgen random mod 100 < $1 drop; }
-  chain out { type filter hook output priority 0; meta l4proto tcp numgen random mod 100 < $1 drop; }
+    ip netns exec "$B" nft -f - <<EOT
+table bridge iwloss {
+  chain lossy { type filter hook forward priority 0; meta l4proto tcp numgen random mod 100 < $1 drop; }
 }
 EOT
 }

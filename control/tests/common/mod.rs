@@ -70,12 +70,18 @@ pub fn tag() -> String {
     format!("{:x}", std::process::id() % 0xffff)
 }
 
-/// Two namespaces joined by a veth; deleted on drop.
+/// A kernel namespace and an iwarpd namespace joined through a bridge in a third namespace:
+/// `kif` (kernel) -- veth -- [bridge] -- veth -- `dif` (iwarpd). Loss is injected on the
+/// bridge (nftables `bridge` family, forward hook), so it hits frames in flight in both
+/// directions: dropping in the kernel namespace's own output hook would only make Linux TCP
+/// requeue its segments (a local transmit failure), never lose them. Deleted on drop.
 pub struct VethPair {
-    /// Kernel-side namespace and interface.
+    /// Kernel-side namespace.
     pub kns: String,
     /// Kernel-side interface.
     pub kif: String,
+    /// Bridge namespace (where loss is injected).
+    pub bns: String,
     /// Namespace where iwarpd runs.
     pub dns: String,
     /// iwarpd-side interface.
@@ -83,27 +89,36 @@ pub struct VethPair {
 }
 
 impl VethPair {
-    /// Create `k<tag>` (with `kernel_ip` on its end) and `d<tag>` namespaces and a veth.
+    /// Create the three namespaces, with `kernel_ip` on the kernel's interface.
     pub fn new(name: &str, kernel_ip: &str) -> Self {
         let t = format!("{name}{}", tag());
         let p = VethPair {
             kns: format!("iwk{t}"),
             kif: format!("k{t}"),
+            bns: format!("iwb{t}"),
             dns: format!("iwd{t}"),
             dif: format!("d{t}"),
         };
         let _ = sh_lossy(&format!(
-            "ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null",
-            p.kns, p.dns
+            "ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null",
+            p.kns, p.bns, p.dns
         ));
-        sh(&format!("ip netns add {}", p.kns));
-        sh(&format!("ip netns add {}", p.dns));
-        sh(&format!(
-            "ip link add {} type veth peer name {}",
-            p.kif, p.dif
-        ));
+        for ns in [&p.kns, &p.bns, &p.dns] {
+            sh(&format!("ip netns add {ns}"));
+        }
+        let (kb, db) = (format!("kb{t}"), format!("db{t}"));
+        sh(&format!("ip link add {} type veth peer name {kb}", p.kif));
+        sh(&format!("ip link add {} type veth peer name {db}", p.dif));
         sh(&format!("ip link set {} netns {}", p.kif, p.kns));
         sh(&format!("ip link set {} netns {}", p.dif, p.dns));
+        sh(&format!("ip link set {kb} netns {}", p.bns));
+        sh(&format!("ip link set {db} netns {}", p.bns));
+        sh(&format!("ip -n {} link add br0 type bridge", p.bns));
+        for i in [&kb, &db] {
+            sh(&format!("ip -n {} link set {i} master br0", p.bns));
+            sh(&format!("ip -n {} link set {i} up", p.bns));
+        }
+        sh(&format!("ip -n {} link set br0 up", p.bns));
         sh(&format!(
             "ip -n {} addr add {kernel_ip} dev {}",
             p.kns, p.kif
@@ -120,23 +135,23 @@ impl VethPair {
         p
     }
 
-    /// Drop `pct` % of TCP packets at random in both directions on the kernel side (nftables).
+    /// Drop `pct` % of TCP frames at random on the bridge, in both directions (nftables).
     pub fn set_loss(&self, pct: u32) {
         let _ = sh_lossy(&format!(
-            "ip netns exec {} nft delete table inet iwloss",
-            self.kns
+            "ip netns exec {} nft delete table bridge iwloss",
+            self.bns
         ));
         if pct == 0 {
             return;
         }
         let rules = format!(
-            "table inet iwloss {{\n chain in {{ type filter hook input priority 0; meta l4proto tcp numgen random mod 100 < {pct} drop; }}\n chain out {{ type filter hook output priority 0; meta l4proto tcp numgen random mod 100 < {pct} drop; }}\n}}\n"
+            "table bridge iwloss {{\n chain lossy {{ type filter hook forward priority 0; meta l4proto tcp numgen random mod 100 < {pct} drop; }}\n}}\n"
         );
-        let f = std::env::temp_dir().join(format!("iwloss-{}.nft", self.kns));
+        let f = std::env::temp_dir().join(format!("iwloss-{}.nft", self.bns));
         std::fs::write(&f, rules).expect("write nft rules");
         sh(&format!(
             "ip netns exec {} nft -f {}",
-            self.kns,
+            self.bns,
             f.display()
         ));
         let _ = std::fs::remove_file(f);
@@ -150,10 +165,10 @@ impl VethPair {
 
 impl Drop for VethPair {
     fn drop(&mut self) {
-        // Deleting a namespace deletes the veth ends inside it.
+        // Deleting a namespace deletes the interfaces inside it.
         let _ = sh_lossy(&format!(
-            "ip netns del {}; ip netns del {}",
-            self.kns, self.dns
+            "ip netns del {}; ip netns del {}; ip netns del {}",
+            self.kns, self.bns, self.dns
         ));
     }
 }
