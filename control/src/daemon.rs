@@ -29,14 +29,12 @@ pub fn run(cfg: &Config) -> Result<i32> {
     tracing::info!(version = %Eal::version(), "EAL up");
     let result = run_with_eal(cfg, &eal);
     drop(eal);
-    if let Some(prefix) = &plan.file_prefix {
-        // rte_eal_cleanup leaves the runtime directory of a --file-prefix run behind.
-        let dir = std::path::Path::new(RUNTIME_DIR).join(prefix);
-        if dir.exists()
-            && let Err(e) = std::fs::remove_dir_all(&dir)
-        {
-            tracing::warn!(dir = %dir.display(), "cannot remove DPDK runtime dir: {e}");
-        }
+    // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind, even with --in-memory.
+    let dir = std::path::Path::new(RUNTIME_DIR).join(&plan.file_prefix);
+    if dir.exists()
+        && let Err(e) = std::fs::remove_dir_all(&dir)
+    {
+        tracing::warn!(dir = %dir.display(), "cannot remove DPDK runtime dir: {e}");
     }
     result
 }

@@ -11,7 +11,7 @@ pub struct EalPlan {
     /// Arguments for `rte_eal_init` (without the program name).
     pub args: Vec<String>,
     /// `--file-prefix` used, whose runtime directory we remove at exit.
-    pub file_prefix: Option<String>,
+    pub file_prefix: String,
 }
 
 /// Free 2 MiB hugepages on the machine.
@@ -51,23 +51,89 @@ pub fn plan(cfg: &Config, free_huge: u64, pid: u32) -> Result<EalPlan, String> {
         Hugepages::Off => false,
         Hugepages::Auto => free_huge >= want_pages,
     };
-    let mut file_prefix = None;
+    // A prefix of our own in every mode: EAL creates /var/run/dpdk/<prefix> even with
+    // --in-memory, and we remove it at exit.
+    let prefix = cfg
+        .eal
+        .file_prefix
+        .clone()
+        .unwrap_or_else(|| format!("iwarpd-{pid}"));
     if use_huge {
         // No hugetlbfs is mounted on these machines: --in-memory makes EAL use anonymous
-        // hugepage memory and leave no files behind.
+        // hugepage memory and leave no hugepage files behind.
         args.push("--in-memory".into());
     } else {
         args.push("--no-huge".into());
         args.push("-m".into());
         args.push(cfg.eal.memory_mb.to_string());
-        let prefix = cfg
-            .eal
-            .file_prefix
-            .clone()
-            .unwrap_or_else(|| format!("iwarpd-{pid}"));
-        args.push(format!("--file-prefix={prefix}"));
-        file_prefix = Some(prefix);
     }
+    args.push(format!("--file-prefix={prefix}"));
     args.extend(cfg.eal.extra_args.iter().cloned());
-    Ok(EalPlan { args, file_prefix })
+    Ok(EalPlan {
+        args,
+        file_prefix: prefix,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> Config {
+        Config::parse(
+            &format!("[port]\ndevice = \"net_memif0,role=server\"\nip = \"10.0.0.1/24\"\n{extra}"),
+            "t",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn hugepages_when_free_else_no_huge_always_our_prefix() {
+        let p = plan(&cfg(""), 1024, 42).unwrap();
+        assert!(p.args.contains(&"--in-memory".to_owned()), "{:?}", p.args);
+        assert!(
+            p.args.contains(&"--file-prefix=iwarpd-42".to_owned()),
+            "{:?}",
+            p.args
+        );
+        assert!(p.args.contains(&"--no-pci".to_owned()));
+        assert!(p.args.contains(&"--vdev=net_memif0,role=server".to_owned()));
+        assert_eq!(p.file_prefix, "iwarpd-42");
+        let p = plan(&cfg(""), 10, 42).unwrap();
+        assert!(
+            p.args.contains(&"--no-huge".to_owned()) && !p.args.contains(&"--in-memory".to_owned())
+        );
+        assert!(
+            p.args.contains(&"512".to_owned()),
+            "-m memory_mb: {:?}",
+            p.args
+        );
+        assert!(plan(&cfg("[eal]\nhugepages = \"on\"\n"), 0, 1).is_err());
+        let p = plan(
+            &cfg("[eal]\nhugepages = \"off\"\nfile_prefix = \"x\"\n"),
+            1024,
+            1,
+        )
+        .unwrap();
+        assert!(p.args.contains(&"--no-huge".to_owned()));
+        assert_eq!(p.file_prefix, "x");
+    }
+
+    #[test]
+    fn pci_device_is_allowed_not_vdev() {
+        let c = Config::parse(
+            "[port]\ndevice = \"0000:3b:00.0\"\nip = \"10.0.0.1/24\"\n",
+            "t",
+        )
+        .unwrap();
+        let p = plan(&c, 0, 1).unwrap();
+        assert!(
+            p.args
+                .windows(2)
+                .any(|w| w[0] == "-a" && w[1] == "0000:3b:00.0"),
+            "{:?}",
+            p.args
+        );
+        assert!(!p.args.contains(&"--no-pci".to_owned()));
+    }
 }
