@@ -3,54 +3,93 @@
 mod common;
 
 use common::{Proc, TempDir, counter, root_or_skip};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Instance A (memif server, 10.77.0.1) runs in the background while B (memif client,
+/// 10.77.0.2) runs to completion; returns A (still running), B's exit code and output.
+struct MemifPair {
+    dir: TempDir,
+    sock: PathBuf,
+    prefix: String,
+}
+
+impl MemifPair {
+    fn new(name: &str) -> Self {
+        let dir = TempDir::new(name);
+        let sock = dir.path("memif.sock");
+        MemifPair {
+            dir,
+            sock,
+            prefix: format!("iwt-{name}-{}", std::process::id()),
+        }
+    }
+
+    fn conf(&self, side: &str, role: &str, ip: &str, cores: &str, rest: &str) -> PathBuf {
+        let text = format!(
+            "[eal]\nhugepages = \"off\"\nmemory_mb = 512\nfile_prefix = \"{}-{side}\"\n\
+             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n\
+             [dataplane]\ncores = {cores}\nmbufs = 16384\n[diag]\nrun_seconds = 60\n{rest}",
+            self.prefix,
+            self.sock.display()
+        );
+        self.dir.write(&format!("{side}.toml"), &text)
+    }
+
+    fn run(
+        &self,
+        a_cores: &str,
+        a_diag: &str,
+        b_cores: &str,
+        b_diag: &str,
+    ) -> (Proc, Option<i32>, String) {
+        let a_cfg = self.conf("a", "server", "10.77.0.1", a_cores, a_diag);
+        let b_cfg = self.conf("b", "client", "10.77.0.2", b_cores, b_diag);
+        let a = Proc::spawn(
+            &[common::iwarpd(), "--config", a_cfg.to_str().unwrap()],
+            &self.dir.path("a.log"),
+        );
+        assert!(
+            a.wait_for("iwarpd: port", Duration::from_secs(20)),
+            "A did not start:\n{}",
+            a.output()
+        );
+        let mut b = Proc::spawn(
+            &[common::iwarpd(), "--config", b_cfg.to_str().unwrap()],
+            &self.dir.path("b.log"),
+        );
+        let code = b.wait(Duration::from_secs(60));
+        let out_b = b.output();
+        (a, code, out_b)
+    }
+
+    /// Stop A with SIGTERM; expect a clean exit and nothing left behind. Returns A's output.
+    fn stop(&self, mut a: Proc) -> String {
+        a.signal("TERM");
+        let code = a.wait(Duration::from_secs(15));
+        let out_a = a.output();
+        assert_eq!(code, Some(0), "A did not stop cleanly:\n{out_a}");
+        assert!(!self.sock.exists(), "memif socket left behind");
+        for side in ["a", "b"] {
+            let dir = format!("/var/run/dpdk/{}-{side}", self.prefix);
+            assert!(!Path::new(&dir).exists(), "runtime dir of {side} left");
+        }
+        out_a
+    }
+}
 
 #[test]
 fn two_iwarpd_ping_over_memif() {
     if !root_or_skip("two_iwarpd_ping_over_memif") {
         return;
     }
-    let dir = TempDir::new("memif");
-    let sock = dir.path("memif.sock");
-    let pid = std::process::id();
-    let conf = |side: &str, role: &str, ip: &str, core: u32, diag: &str| {
-        format!(
-            "[eal]\nhugepages = \"off\"\nmemory_mb = 256\nfile_prefix = \"iwt-m{side}-{pid}\"\n\
-             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n\
-             [dataplane]\ncores = [{core}]\nmbufs = 4096\n{diag}",
-            sock.display()
-        )
-    };
-    let a_cfg = dir.write(
-        "a.toml",
-        &conf("a", "server", "10.77.0.1", 0, "[diag]\nrun_seconds = 60\n"),
+    let pair = MemifPair::new("memif");
+    let (a, code, out_b) = pair.run(
+        "[0]",
+        "",
+        "[1]",
+        "ping = \"10.77.0.1\"\nping_count = 20\nping_interval_ms = 20\nexit_after_ping = true\n",
     );
-    let b_cfg = dir.write(
-        "b.toml",
-        &conf(
-            "b",
-            "client",
-            "10.77.0.2",
-            1,
-            "[diag]\nping = \"10.77.0.1\"\nping_count = 20\nping_interval_ms = 20\nexit_after_ping = true\nrun_seconds = 60\n",
-        ),
-    );
-    let mut a = Proc::spawn(
-        &[common::iwarpd(), "--config", a_cfg.to_str().unwrap()],
-        &dir.path("a.log"),
-    );
-    assert!(
-        a.wait_for("iwarpd: port", Duration::from_secs(20)),
-        "A did not start:\n{}",
-        a.output()
-    );
-    let mut b = Proc::spawn(
-        &[common::iwarpd(), "--config", b_cfg.to_str().unwrap()],
-        &dir.path("b.log"),
-    );
-    let code = b.wait(Duration::from_secs(45));
-    let out_b = b.output();
     assert_eq!(
         code,
         Some(0),
@@ -68,10 +107,7 @@ fn two_iwarpd_ping_over_memif() {
         "{out_b}"
     );
 
-    a.signal("TERM");
-    let code = a.wait(Duration::from_secs(15));
-    let out_a = a.output();
-    assert_eq!(code, Some(0), "A did not stop cleanly:\n{out_a}");
+    let out_a = pair.stop(a);
     assert_eq!(
         counter(&out_a, "lcore.0.iface", "icmp_echo_reply_tx"),
         Some(20),
@@ -82,13 +118,15 @@ fn two_iwarpd_ping_over_memif() {
         Some(1),
         "{out_a}"
     );
-    assert!(!sock.exists(), "memif socket left behind");
-    for side in ["a", "b"] {
-        assert!(
-            !Path::new(&format!("/var/run/dpdk/iwt-m{side}-{pid}")).exists(),
-            "runtime dir of {side} left"
-        );
-    }
+    // Port counters survive the peer's disconnect (memif resets its own).
+    assert!(
+        counter(&out_a, "port.net_memif0", "ipackets").unwrap_or(0) >= 21,
+        "{out_a}"
+    );
+    assert!(
+        counter(&out_a, "port.net_memif0", "opackets").unwrap_or(0) >= 21,
+        "{out_a}"
+    );
 }
 
 /// Two dataplane threads per instance: two memif queue pairs, a ping and a TCP transfer
@@ -98,60 +136,20 @@ fn two_queue_pairs_over_memif() {
     if !root_or_skip("two_queue_pairs_over_memif") {
         return;
     }
-    let dir = TempDir::new("memifq");
-    let sock = dir.path("memif.sock");
-    let pid = std::process::id();
-    let conf = |side: &str, role: &str, ip: &str, cores: &str, diag: &str| {
-        format!(
-            "[eal]\nhugepages = \"off\"\nmemory_mb = 512\nfile_prefix = \"iwt-q{side}-{pid}\"\n\
-             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n\
-             [dataplane]\ncores = {cores}\nmbufs = 16384\n[diag]\nrun_seconds = 60\n{diag}",
-            sock.display()
-        )
-    };
-    let a_cfg = dir.write(
-        "a.toml",
-        &conf("a", "server", "10.77.0.1", "[0, 1]", "discard_port = 9\n"),
+    let pair = MemifPair::new("memifq");
+    let (a, code, out_b) = pair.run(
+        "[0, 1]",
+        "discard_port = 9\n",
+        "[1, 0]",
+        "ping = \"10.77.0.1\"\nping_count = 5\nsend_to = \"10.77.0.1:9\"\nsend_bytes = 16777216\nexit_after_send = true\n",
     );
-    let b_cfg = dir.write(
-        "b.toml",
-        &conf(
-            "b",
-            "client",
-            "10.77.0.2",
-            "[1, 0]",
-            "ping = \"10.77.0.1\"\nping_count = 5\nsend_to = \"10.77.0.1:9\"\nsend_bytes = 16777216\nexit_after_send = true\n",
-        ),
-    );
-    let mut a = Proc::spawn(
-        &[common::iwarpd(), "--config", a_cfg.to_str().unwrap()],
-        &dir.path("a.log"),
-    );
-    assert!(
-        a.wait_for("iwarpd: port", Duration::from_secs(20)),
-        "A did not start:\n{}",
-        a.output()
-    );
-    let mut b = Proc::spawn(
-        &[common::iwarpd(), "--config", b_cfg.to_str().unwrap()],
-        &dir.path("b.log"),
-    );
-    let code = b.wait(Duration::from_secs(60));
-    let out_b = b.output();
     assert_eq!(code, Some(0), "B failed:\n{out_b}\nA:\n{}", a.output());
     assert!(out_b.contains("queues 2"), "{out_b}");
     assert!(
         counter(&out_b, "lcore.1", "loops").unwrap_or(0) > 0,
         "second thread did not run:\n{out_b}"
     );
-    a.signal("TERM");
-    assert_eq!(
-        a.wait(Duration::from_secs(15)),
-        Some(0),
-        "A did not stop cleanly:\n{}",
-        a.output()
-    );
-    let out_a = a.output();
+    let out_a = pair.stop(a);
     let sent = common::field(&out_b, "iwarpd: sender", "sha256").expect("sender digest");
     let got = common::field(&out_a, "iwarpd: discard", "body_sha256").expect("discard digest");
     assert_eq!(sent, got, "SHA-256 differs\nA:\n{out_a}\nB:\n{out_b}");
@@ -159,5 +157,4 @@ fn two_queue_pairs_over_memif() {
         common::field(&out_a, "iwarpd: discard", "trailer_ok"),
         Some("true")
     );
-    assert!(!sock.exists(), "memif socket left behind");
 }
