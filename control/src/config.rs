@@ -402,14 +402,10 @@ pub fn parse_cidr(s: &str) -> Option<Cidr> {
 }
 
 impl Config {
-    /// Read and validate a file.
+    /// Read and validate a file, with the keys set by `IWARPD_<SECTION>__<KEY>` environment
+    /// variables applied on top (config_env.rs).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io {
-            path: p.clone(),
-            err,
-        })?;
-        Self::parse(&text, &p)
+        crate::config_env::load(path, std::env::vars_os())
     }
 
     /// Parse and validate TOML text (`path` is used in messages).
@@ -422,7 +418,7 @@ impl Config {
         Ok(cfg)
     }
 
-    fn validate(&self, path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let bad = |key: &str, msg: String| ConfigError::Value {
             path: path.into(),
             key: key.into(),

@@ -2,5 +2,6 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod config_env;
 pub mod daemon;
 pub mod eal_args;
