@@ -271,7 +271,8 @@ mod tests {
 
     #[test]
     fn errors_name_the_variable_the_key_and_the_allowed_values() {
-        let cases: &[(&[(&str, &str)], &[&str])] = &[
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+        let cases: &[Case] = &[
             (
                 &[("IWARPD_PORT__MTU", "100")],
                 &["IWARPD_PORT__MTU", "port.mtu", "576..=9000"],
