@@ -28,6 +28,13 @@ if [[ -x scripts/fuzz-smoke.sh && ${IWARP_SKIP_FUZZ:-0} != 1 ]]; then
     scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-20}" || status=1
 fi
 
+if [[ ${IWARP_SKIP_DOCKER:-0} != 1 ]]; then
+    echo "== docker-test (docker/test.sh: images, the two-host compose deployment)"
+    make --no-print-directory docker-test 2>&1 | tee -a /tmp/iwarp-test.log || status=1
+else
+    echo "*** SKIPPED docker-test: IWARP_SKIP_DOCKER=1 ***"
+fi
+
 passed=$(grep -Eo '[0-9]+ passed' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 echo "tests: $passed passed, $failed failed"

@@ -4,7 +4,8 @@
 //!
 //! A value is read as a TOML value when it is one (`20`, `true`, `[0, 1]`, `"quoted"`) and as a
 //! bare string otherwise (`10.0.0.1/24`, `info`); a number or boolean given for a string key is
-//! taken as its text. The merged configuration goes through the same checks as a file, and an
+//! taken as its text; an empty variable leaves its key unset (`""` is the empty string, so a
+//! compose file can switch a key off with `${VAR-default}`). The merged configuration goes through the same checks as a file, and an
 //! error about a key set this way names the variable as well as the key and the allowed values.
 //! Without any `IWARPD_*` variable, loading is exactly `Config::parse` of the file.
 
@@ -57,6 +58,9 @@ where
                      e.g. {PREFIX}PORT__IP=10.0.0.1/24 for `port.ip`"
                 ),
             ));
+        }
+        if raw.is_empty() {
+            continue; // set but empty: the key keeps its default (use `""` for an empty string)
         }
         let key = parts
             .iter()
@@ -346,6 +350,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(e, plain);
+    }
+
+    #[test]
+    fn an_empty_variable_leaves_the_key_unset() {
+        let c = with_env(
+            FILE,
+            &[
+                ("IWARPD_DIAG__PING", ""),
+                ("IWARPD_EAL__FILE_PREFIX", "\"\""),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.diag.ping, None);
+        assert_eq!(c.eal.file_prefix.as_deref(), Some(""));
+        let e = with_env(FILE, &[("IWARPD_NO_KEY", "")]).unwrap_err();
+        assert!(e.contains("IWARPD_NO_KEY"), "{e}");
     }
 
     #[test]

@@ -437,9 +437,11 @@ fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// The `socket=` path of a memif vdev, so a stale one can be removed at exit.
+/// The `socket=` path of a memif vdev in the server role (DPDK's default), so a stale one can be
+/// removed at exit. A client leaves it alone: the socket is the server's, and removing it would
+/// keep every later client from connecting to the still-running server.
 fn memif_socket_path(device: &str) -> Option<String> {
-    if !device.starts_with("net_memif") {
+    if !device.starts_with("net_memif") || device.split(',').any(|kv| kv == "role=client") {
         return None;
     }
     device
@@ -458,4 +460,21 @@ pub fn check(cfg: &Config) -> Result<()> {
     );
     println!("EAL arguments: {}", plan.args.join(" "));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memif_socket_path;
+
+    #[test]
+    fn only_the_memif_server_removes_its_socket() {
+        let dev = |r: &str| format!("net_memif0,{r}id=0,socket=/tmp/m.sock,socket-abstract=no");
+        assert_eq!(
+            memif_socket_path(&dev("role=server,")).as_deref(),
+            Some("/tmp/m.sock")
+        );
+        assert_eq!(memif_socket_path(&dev("")).as_deref(), Some("/tmp/m.sock"));
+        assert_eq!(memif_socket_path(&dev("role=client,")), None);
+        assert_eq!(memif_socket_path("net_af_packet0,iface=eth0"), None);
+    }
 }
