@@ -21,6 +21,7 @@ use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
 /// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
 /// Returns the process exit status.
 pub fn run(cfg: &Config) -> Result<i32> {
+    crate::crc_choice::choose()?;
     let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(args = ?plan.args, "EAL arguments");

@@ -2,5 +2,6 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod crc_choice;
 pub mod daemon;
 pub mod eal_args;
