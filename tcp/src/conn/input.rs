@@ -168,7 +168,9 @@ impl<B: SegBuf> Connection<B> {
         };
         if !acceptable {
             if !h.rst {
-                self.ack_now = true;
+                // RFC 9293 §3.10.7.4: an unacceptable segment draws <SEQ=SND.NXT><ACK=RCV.NXT>,
+                // a pure ACK (a duplicate one for the sender, RFC 5681 §4.2).
+                self.owe_dupack();
                 let plen = h.payload_len() as i64;
                 if plen > 0 && off < 0 {
                     // RFC 2883 §4.1.1: report the duplicate in a D-SACK block.
@@ -275,8 +277,8 @@ impl<B: SegBuf> Connection<B> {
                 self.rcv_fin = Some(fin_at as u64);
             }
             if fin_at > self.rcv_nxt as i64 {
-                // Out of order: acknowledge at once (RFC 5681 §4.2).
-                self.ack_now = true;
+                // Out of order: an immediate duplicate ACK (RFC 5681 §4.2).
+                self.owe_dupack();
             }
         }
         self.check_fin(now);
@@ -320,19 +322,22 @@ impl<B: SegBuf> Connection<B> {
                     }
                 }
             }
+            // RFC 5681 §4.2 / RFC 9293 §3.10.7.4: an out-of-order segment draws an immediate
+            // duplicate ACK, a pure one whatever data we have waiting (RFC 5681 §2: a sender
+            // without SACK counts only ACKs without data).
             Insert::Held => {
                 self.stats.ooo_held += 1;
-                self.ack_now = true;
+                self.owe_dupack();
             }
             Insert::Duplicate => {
                 // Old data, or a held segment received twice (RFC 2883 §4.1.3).
                 let e = start + (range_len as u64);
                 self.note_dsack(start, e);
-                self.ack_now = true;
+                self.owe_dupack();
             }
             Insert::Dropped => {
                 self.stats.ooo_dropped += 1;
-                self.ack_now = true;
+                self.owe_dupack();
             }
         }
     }

@@ -308,6 +308,10 @@ pub struct Connection<B> {
 
     // Pending output.
     ack_now: bool,
+    /// Pure ACKs owed for segments that arrived out of order or unacceptable (RFC 5681 §4.2,
+    /// RFC 9293 §3.10.7.4): one each, without data, so a sender counts them as duplicate ACKs
+    /// (RFC 5681 §2 counts only ACKs that carry no data) even when we have data waiting.
+    dupacks_owed: u32,
     /// SACK information did not fit in the last data segment: send it in a pure ACK.
     sack_owed: bool,
     unacked_segs: u32,
@@ -332,6 +336,9 @@ pub struct Connection<B> {
     tx_inline: bool,
     stats: TcpStats,
 }
+
+/// Bound on the pure duplicate ACKs owed between two polls.
+const MAX_DUPACKS_OWED: u32 = 64;
 
 /// Default MSS when the peer sends none (RFC 9293 §3.7.1).
 const DEFAULT_MSS: u16 = 536;
@@ -402,6 +409,7 @@ impl<B: SegBuf> Connection<B> {
             tlp_end: None,
             tlp_rtx: false,
             ack_now: false,
+            dupacks_owed: 0,
             sack_owed: false,
             unacked_segs: 0,
             ctl: VecDeque::new(),
@@ -738,6 +746,13 @@ impl<B: SegBuf> Connection<B> {
     /// Receive capacity left (bytes the application has room for).
     fn rcv_window_avail(&self) -> u64 {
         u64::from(self.cfg.recv_window).saturating_sub(self.rx.readable_bytes() as u64)
+    }
+
+    /// An out-of-order or unacceptable segment arrived: owe one immediate pure ACK for it
+    /// (bounded: a burst beyond the bound between two polls gets fewer duplicates).
+    pub(crate) fn owe_dupack(&mut self) {
+        self.ack_now = true;
+        self.dupacks_owed = (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
     }
 
     /// Queue a control segment (a reset); bounded so a flood of bad segments between polls
