@@ -76,6 +76,12 @@ impl EventFd {
     }
 }
 
+impl From<EventFd> for OwnedFd {
+    fn from(e: EventFd) -> OwnedFd {
+        e.fd
+    }
+}
+
 impl AsFd for EventFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

@@ -537,7 +537,9 @@ pub struct EngineHandle {
     /// Connection and listener ids.
     pub ids: Arc<IdGen>,
     cmds: Vec<Arc<CmdQueue>>,
-    events: Receiver<EngineEvent>,
+    // A Mutex so the handle is Sync: the control plane shares it (Arc) between the thread
+    // serving client requests and the thread waiting for events (docs/rdma-seams.md).
+    events: Mutex<Receiver<EngineEvent>>,
 }
 
 impl EngineHandle {
@@ -559,12 +561,20 @@ impl EngineHandle {
 
     /// The next event, waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<EngineEvent> {
-        self.events.recv_timeout(timeout).ok()
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .recv_timeout(timeout)
+            .ok()
     }
 
     /// The next event, if one is queued.
     pub fn try_recv(&self) -> Option<EngineEvent> {
-        self.events.try_recv().ok()
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_recv()
+            .ok()
     }
 }
 
@@ -612,7 +622,7 @@ pub fn engine_channels(
         mem,
         ids,
         cmds,
-        events: rx,
+        events: Mutex::new(rx),
     };
     (handle, setups)
 }
