@@ -86,7 +86,10 @@ fn completions_wait_for_the_ack_and_keep_posting_order() {
 #[test]
 fn abort_flushes_sent_but_unacknowledged_work_in_order() {
     let (mut q, mut mem, sge) = qp();
-    let rbuf = Sge { offset: 5000, ..sge };
+    let rbuf = Sge {
+        offset: 5000,
+        ..sge
+    };
     q.post_recv(RecvRequest {
         wr_id: 50,
         sges: vec![rbuf],

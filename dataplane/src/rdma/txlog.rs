@@ -370,9 +370,7 @@ impl TxLog {
                     let to = (end.min(p_end) - p_start) as usize;
                     let clipped = match p {
                         Part::Bytes(b) => Part::Bytes(b.get(from..to).unwrap_or(&[])),
-                        Part::Region {
-                            region, offset, ..
-                        } => Part::Region {
+                        Part::Region { region, offset, .. } => Part::Region {
                             region,
                             offset: offset + from as u64,
                             len: (to - from) as u32,

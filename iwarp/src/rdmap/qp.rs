@@ -578,7 +578,11 @@ impl Qp {
         for o in self.orq.drain(..).filter(|o| !o.rtr) {
             running.push((o.seq, o.wr.wr_id, sq_cq_opcode(o.wr.opcode)));
         }
-        running.extend(self.wait_ack.drain(..).map(|(seq, id, op, _)| (seq, id, op)));
+        running.extend(
+            self.wait_ack
+                .drain(..)
+                .map(|(seq, id, op, _)| (seq, id, op)),
+        );
         for (i, slot) in self.sq_slots.drain(..).enumerate() {
             let seq = self.sq_base + i as u64;
             match slot {
