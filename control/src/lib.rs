@@ -4,3 +4,4 @@
 pub mod config;
 pub mod daemon;
 pub mod eal_args;
+pub mod service;
