@@ -121,6 +121,7 @@ pub struct ClientCounters {
 pub(crate) struct Client {
     pub(crate) hello: bool,
     pub(crate) pid: u32,
+    pub(crate) peer_pid: Option<u32>,
     pub(crate) name: String,
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) segments: HashMap<SegmentId, Seg>,
@@ -159,6 +160,7 @@ impl Client {
         Client {
             hello: false,
             pid: 0,
+            peer_pid: None,
             name: String::new(),
             sink,
             segments: HashMap::new(),

@@ -194,13 +194,21 @@ impl Service {
     }
 
     /// A new client (its socket was accepted); `None` when `max_clients` are connected.
-    pub fn connect_client(&mut self, sink: Arc<dyn EventSink>) -> Option<ClientId> {
+    /// `peer_pid` is the kernel's word for its process id (`SO_PEERCRED`), which wins over
+    /// the pid the client states in `Hello`.
+    pub fn connect_client(
+        &mut self,
+        sink: Arc<dyn EventSink>,
+        peer_pid: Option<u32>,
+    ) -> Option<ClientId> {
         if self.clients.len() >= self.cfg.max_clients as usize {
             return None;
         }
         self.next_client = self.next_client.wrapping_add(1).max(1);
         let id = ClientId(self.next_client);
-        self.clients.insert(id, Client::new(sink));
+        let mut c = Client::new(sink);
+        c.peer_pid = peer_pid;
+        self.clients.insert(id, c);
         Some(id)
     }
 
@@ -308,7 +316,7 @@ impl Service {
             }
             let c = self.client(client)?;
             c.hello = true;
-            c.pid = *pid;
+            c.pid = c.peer_pid.unwrap_or(*pid);
             c.name = name.chars().take(64).collect();
             tracing::info!(client = client.0, pid, name = %c.name, "client attached");
             self.totals.clients_seen += 1;

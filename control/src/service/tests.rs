@@ -55,7 +55,7 @@ impl H {
 
     fn client(&mut self) -> (ClientId, Arc<VecSink>) {
         let sink = Arc::new(VecSink::default());
-        let id = self.svc.connect_client(sink.clone()).unwrap();
+        let id = self.svc.connect_client(sink.clone(), None).unwrap();
         let r = self.req(
             id,
             Request::Hello {
@@ -183,7 +183,7 @@ fn create_qp(pd: PdId, cq: CqId, segment: SegmentId) -> Request {
 fn hello_first_and_abi_version_checked() {
     let mut h = H::new();
     let sink = Arc::new(VecSink::default());
-    let c = h.svc.connect_client(sink).unwrap();
+    let c = h.svc.connect_client(sink, None).unwrap();
     assert_eq!(
         code(&h.req(c, Request::AllocPd {})),
         Some(ErrorCode::NotHello)
@@ -552,7 +552,8 @@ fn listen_accept_reject_and_orphan_requests() {
         ),
         Response::Done {}
     );
-    let listener = (0..THREADS)
+    // Every thread gets the Listen, with the same listener id.
+    let listeners: Vec<_> = (0..THREADS)
         .map(|t| match h.cmds(t).pop() {
             Some(EngineCmd::Listen {
                 listener,
@@ -561,8 +562,9 @@ fn listen_accept_reject_and_orphan_requests() {
             }) => listener,
             other => panic!("thread {t}: {other:?}"),
         })
-        .last()
-        .unwrap();
+        .collect();
+    assert!(listeners.windows(2).all(|w| w[0] == w[1]));
+    let listener = listeners[0];
     // The same port again (any client): in use.
     let (d, _) = h.client();
     let Response::CmId { id: other } = h.req(d, Request::CreateCmId {}) else {
@@ -798,5 +800,9 @@ fn max_clients_is_enforced() {
     for _ in 0..4 {
         h.client();
     }
-    assert!(h.svc.connect_client(Arc::new(VecSink::default())).is_none());
+    assert!(
+        h.svc
+            .connect_client(Arc::new(VecSink::default()), None)
+            .is_none()
+    );
 }
