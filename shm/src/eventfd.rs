@@ -68,6 +68,11 @@ impl EventFd {
         }
     }
 
+    /// Wait until the counter is non-zero, at most `timeout`; `Ok(false)` on timeout.
+    pub fn wait_readable(&self, timeout: std::time::Duration) -> std::io::Result<bool> {
+        crate::wait_readable(self.fd.as_fd(), timeout)
+    }
+
     /// Duplicate (e.g. to pass one end to another process while keeping this one).
     pub fn try_clone(&self) -> std::io::Result<EventFd> {
         Ok(EventFd {

@@ -67,8 +67,9 @@ fn sockaddr(path: &Path) -> std::io::Result<(libc::sockaddr_un, libc::socklen_t)
     Ok((addr, len as libc::socklen_t))
 }
 
-/// Wait until `fd` is readable (or hung up) for at most `timeout`; `Ok(false)` on timeout.
-pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> std::io::Result<bool> {
+/// Wait until `fd` is readable (or hung up) for at most `timeout`; `Ok(false)` on timeout (or
+/// when a signal interrupted the wait).
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> std::io::Result<bool> {
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
