@@ -297,6 +297,7 @@ impl CmEvent {
                 layer,
                 etype,
                 ecode,
+                reason: _,
             } => CmEvent::QpError {
                 id,
                 qp,

@@ -219,6 +219,8 @@ impl Mr {
             segment: seg.inner.id,
             offset: offset as u64,
             len: len as u64,
+            // Zero-based regions (see `remote_addr`).
+            iova: 0,
             access: access.0 | access::LOCAL_READ,
         })?;
         let Response::Mr { lkey, rkey } = r else {

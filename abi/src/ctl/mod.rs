@@ -400,6 +400,8 @@ messages!(
         DestroyQp = 0x000c { qp: QpId },
         /// The QP's attributes.
         QueryQp = 0x000d { qp: QpId },
+        /// Move the QP to ERROR: outstanding WRs complete as flushed.
+        ModifyQpError = 0x000e { qp: QpId },
         /// A new CM id.
         CreateCmId = 0x000f {},
         /// Destroy a CM id (a connection on it is closed).

@@ -72,6 +72,7 @@ pub(crate) fn all_requests() -> Vec<Request> {
         },
         Request::DestroyQp { qp: QpId(4) },
         Request::QueryQp { qp: QpId(4) },
+        Request::ModifyQpError { qp: QpId(4) },
         Request::CreateCmId {},
         Request::DestroyCmId { id: CmId(5) },
         Request::Listen {

@@ -7,7 +7,6 @@ use dataplane::rdma::{ConnId, ListenerId, QpNum, RingLocation};
 use shm::Segment;
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// An attached segment.
@@ -29,7 +28,7 @@ pub(crate) struct Cq {
     pub(crate) segment: SegmentId,
     pub(crate) seg: Arc<Segment>,
     pub(crate) layout: CqLayout,
-    pub(crate) eventfd: Option<Arc<OwnedFd>>,
+    pub(crate) eventfd: Option<Arc<shm::EventFd>>,
 }
 
 /// A QP.

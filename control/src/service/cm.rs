@@ -278,7 +278,7 @@ impl Service {
         policy.ird = ird as u16;
         policy.ord = ord as u16;
         let thread = self.thread_for_connect();
-        let binding = self.binding(client, qp, thread)?;
+        let binding = self.binding(client, qp)?;
         let conn = self.engine.ids.conn();
         self.engine
             .send(
@@ -367,7 +367,7 @@ impl Service {
                 format!("ird {ird} / ord {ord}: allowed 0..=16383"),
             );
         }
-        let binding = self.binding(client, qp, thread)?;
+        let binding = self.binding(client, qp)?;
         self.engine
             .send(
                 thread,

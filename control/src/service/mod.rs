@@ -389,6 +389,7 @@ impl Service {
             req @ Request::CreateQp { .. } => self.create_qp(client, req),
             Request::DestroyQp { qp } => self.destroy_qp(client, qp),
             Request::QueryQp { qp } => self.query_qp(client, qp),
+            Request::ModifyQpError { qp } => self.modify_qp_error(client, qp),
             Request::CreateCmId {} => self.create_cm_id(client),
             Request::DestroyCmId { id } => self.destroy_cm_id(client, id),
             Request::Listen { id, addr, backlog } => self.listen(client, id, addr, backlog),

@@ -285,7 +285,7 @@ impl Service {
             }
             (true, Some(fd)) => {
                 let e = EventFd::from_fd(fd).or_else(|e| fail(ErrorCode::BadFd, e.to_string()))?;
-                Some(Arc::new(OwnedFd::from(e)))
+                Some(Arc::new(e))
             }
         };
         let cq = CqId(self.handle_id());
@@ -414,6 +414,32 @@ impl Service {
         })
     }
 
+    /// Move a QP to ERROR. A QP no dataplane thread has processes nothing, so ERROR is only
+    /// its state; a connected one would need the thread to flush it, for which the engine has
+    /// no command yet: refused with a clear error (DestroyQp or Disconnect end it instead).
+    pub(crate) fn modify_qp_error(&mut self, client: ClientId, qp: QpId) -> Result<Response, Fail> {
+        let c = self.client(client)?;
+        c.qp(qp)?;
+        let Some(q) = c.qps.get_mut(&qp) else {
+            return fail(
+                ErrorCode::UnknownHandle,
+                format!("qp {} is not yours or unknown", qp.0),
+            );
+        };
+        if q.thread.is_some() && q.state != qp_state::ERROR {
+            return fail(
+                ErrorCode::Unsupported,
+                format!(
+                    "qp {} is bound to a connection: moving it to ERROR needs an engine command \
+                     the dataplane does not offer yet; use Disconnect or DestroyQp",
+                    qp.0
+                ),
+            );
+        }
+        q.state = qp_state::ERROR;
+        Ok(Response::Done {})
+    }
+
     pub(crate) fn destroy_qp(&mut self, client: ClientId, qp: QpId) -> Result<Response, Fail> {
         let mut c = self
             .clients
@@ -489,13 +515,9 @@ impl Service {
         }
     }
 
-    /// The binding a dataplane thread gets for `qp` (its sub-rings of the CQs).
-    pub(crate) fn binding(
-        &self,
-        client: ClientId,
-        qp: QpId,
-        thread: usize,
-    ) -> Result<QpBinding, Fail> {
+    /// The binding a dataplane thread gets for `qp` (it produces into its own sub-ring of
+    /// each CQ).
+    pub(crate) fn binding(&self, client: ClientId, qp: QpId) -> Result<QpBinding, Fail> {
         let c = self
             .clients
             .get(&client)
@@ -503,14 +525,11 @@ impl Service {
         let q = c.qp(qp)?;
         let cq_binding = |id: CqId| -> Result<CqBinding, Fail> {
             let cq = c.cq(id)?;
+            // The thread produces into its own sub-ring `thread` of the layout.
             Ok(CqBinding {
                 cq: id.0,
                 segment: cq.seg.clone(),
-                header: cq.layout.offset,
-                ring: RingLocation {
-                    offset: cq.layout.sub_offset(thread as u32),
-                    entries: cq.layout.entries,
-                },
+                layout: cq.layout,
                 eventfd: cq.eventfd.clone(),
             })
         };

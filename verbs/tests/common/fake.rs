@@ -278,6 +278,7 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
             offset,
             len,
             access,
+            ..
         } => {
             let Some(seg) = st.segments.get(&(c, segment)).cloned() else {
                 return err(E::UnknownHandle, "segment");
