@@ -24,3 +24,18 @@ pub use wqe::{RecvWqe, Sge, Wqe, WqeOpcode};
 /// Version of the client/daemon ABI (entry layouts, ring layout, control messages). A client
 /// announcing another version in its `Hello` is refused with `ErrorCode::AbiVersion`.
 pub const ABI_VERSION: u32 = 1;
+
+/// [`ABI_VERSION`] as text (for `--version` lines).
+pub const ABI_VERSION_STR: &str = "1";
+
+const fn parse_u32(s: &str) -> u32 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = 0u32;
+    while i < b.len() {
+        v = v * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    v
+}
+const _: () = assert!(parse_u32(ABI_VERSION_STR) == ABI_VERSION);

@@ -5,3 +5,5 @@ pub mod config;
 pub mod crc_choice;
 pub mod daemon;
 pub mod eal_args;
+pub mod server;
+pub mod service;
