@@ -28,6 +28,10 @@ if [[ -x scripts/fuzz-smoke.sh && ${IWARP_SKIP_FUZZ:-0} != 1 ]]; then
     scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-20}" || status=1
 fi
 
+echo "== loom model check of the shared-memory rings (abi)"
+cargo test -p abi --features loom --release --test loom 2>&1 | tee -a /tmp/iwarp-test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
 passed=$(grep -Eo '[0-9]+ passed' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 echo "tests: $passed passed, $failed failed"

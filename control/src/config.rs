@@ -60,6 +60,71 @@ pub struct Config {
     /// `[log]`
     #[serde(default)]
     pub log: LogSection,
+    /// `[control]`
+    #[serde(default)]
+    pub control: ControlSection,
+    /// `[mpa]`
+    #[serde(default)]
+    pub mpa: MpaSection,
+}
+
+/// `[control]`: the clients' control socket.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlSection {
+    /// Unix socket (`SOCK_SEQPACKET`) clients connect to.
+    pub socket: String,
+    /// Most clients connected at once (1..=4096).
+    pub max_clients: u32,
+}
+
+impl Default for ControlSection {
+    fn default() -> Self {
+        ControlSection {
+            socket: "/run/iwarpd.sock".into(),
+            max_clients: 256,
+        }
+    }
+}
+
+/// `[mpa]`: MPA negotiation defaults (RFC 5044 §7, RFC 6581); a client may override CRC,
+/// markers, revision and RTR per connect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MpaSection {
+    /// "on" (ask for CRC), "off" (use it only if the peer asks), "require" (refuse a peer
+    /// without CRC).
+    pub crc: String,
+    /// Ask the peer for markers (RFC 5044 §5).
+    pub markers: bool,
+    /// MPA revision: 1, or 2 (RFC 6581 enhanced connection setup).
+    pub revision: u8,
+    /// Peer-to-peer ready-to-receive message we offer as initiator: "none", "write", "read",
+    /// "send" (RFC 6581 §5).
+    pub rtr: String,
+    /// Inbound RDMA Read/atomic depth (0..=16383).
+    pub ird: u16,
+    /// Outbound RDMA Read/atomic depth (0..=16383).
+    pub ord: u16,
+    /// Largest ULP private data in MPA Request/Reply, bytes (0..=508).
+    pub private_data_max: usize,
+    /// MPA startup timeout in milliseconds (100..=600000).
+    pub timeout_ms: u64,
+}
+
+impl Default for MpaSection {
+    fn default() -> Self {
+        MpaSection {
+            crc: "off".into(),
+            markers: false,
+            revision: 2,
+            rtr: "none".into(),
+            ird: 16,
+            ord: 16,
+            private_data_max: 252,
+            timeout_ms: 10_000,
+        }
+    }
 }
 
 /// Hugepage policy.
@@ -527,6 +592,8 @@ impl Config {
                 format!("{} is too large, allowed 0..=1472", self.diag.ping_size),
             ));
         }
+        self.validate_control(&bad)?;
+        self.validate_mpa(&bad)?;
         if !matches!(
             self.log.level.as_str(),
             "error" | "warn" | "info" | "debug" | "trace"
@@ -537,6 +604,76 @@ impl Config {
                     "{:?} is not allowed, expected one of error, warn, info, debug, trace",
                     self.log.level
                 ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_control(
+        &self,
+        bad: &dyn Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let sock = &self.control.socket;
+        // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+        if sock.is_empty() || sock.len() > 107 || !sock.starts_with('/') || sock.contains('\0') {
+            return Err(bad(
+                "control.socket",
+                format!("{sock:?} is not allowed: an absolute path of 1..=107 bytes"),
+            ));
+        }
+        if !(1..=4096).contains(&self.control.max_clients) {
+            return Err(bad(
+                "control.max_clients",
+                format!(
+                    "{} is out of range, allowed 1..=4096",
+                    self.control.max_clients
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_mpa(&self, bad: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let m = &self.mpa;
+        if !matches!(m.crc.as_str(), "on" | "off" | "require") {
+            return Err(bad(
+                "mpa.crc",
+                format!(
+                    "{:?} is not allowed, expected \"on\", \"off\" or \"require\"",
+                    m.crc
+                ),
+            ));
+        }
+        if !matches!(m.revision, 1 | 2) {
+            return Err(bad(
+                "mpa.revision",
+                format!("{} is not allowed, expected 1 or 2", m.revision),
+            ));
+        }
+        if !matches!(m.rtr.as_str(), "none" | "write" | "read" | "send") {
+            return Err(bad(
+                "mpa.rtr",
+                format!(
+                    "{:?} is not allowed, expected \"none\", \"write\", \"read\" or \"send\"",
+                    m.rtr
+                ),
+            ));
+        }
+        for (k, v) in [("mpa.ird", m.ird), ("mpa.ord", m.ord)] {
+            if v > 16383 {
+                return Err(bad(k, format!("{v} is out of range, allowed 0..=16383")));
+            }
+        }
+        if m.private_data_max > 508 {
+            return Err(bad(
+                "mpa.private_data_max",
+                format!("{} is out of range, allowed 0..=508", m.private_data_max),
+            ));
+        }
+        if !(100..=600_000).contains(&m.timeout_ms) {
+            return Err(bad(
+                "mpa.timeout_ms",
+                format!("{} is out of range, allowed 100..=600000", m.timeout_ms),
             ));
         }
         Ok(())
@@ -595,6 +732,27 @@ mod tests {
         assert_eq!(c.port.mtu, 1500);
         assert_eq!(c.port_name(), "net_memif0");
         assert_eq!(c.log.level, "info");
+        assert_eq!(c.control.socket, "/run/iwarpd.sock");
+        assert_eq!(c.mpa.crc, "off");
+        assert_eq!((c.mpa.revision, c.mpa.ird, c.mpa.ord), (2, 16, 16));
+        assert_eq!(c.mpa.rtr, "none");
+    }
+
+    #[test]
+    fn mpa_and_control_sections_parse() {
+        let c = Config::parse(
+            &format!(
+                "{MINIMAL}[control]\nsocket = \"/tmp/x.sock\"\n[mpa]\ncrc = \"require\"\nmarkers = true\nrevision = 1\nrtr = \"read\"\nird = 0\nord = 4\nprivate_data_max = 508\n"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.control.socket, "/tmp/x.sock");
+        assert_eq!(c.mpa.crc, "require");
+        assert!(c.mpa.markers);
+        assert_eq!((c.mpa.revision, c.mpa.ird, c.mpa.ord), (1, 0, 4));
+        assert_eq!(c.mpa.rtr, "read");
+        assert_eq!(c.mpa.private_data_max, 508);
     }
 
     #[test]
@@ -660,6 +818,56 @@ mod tests {
                 &format!("{MINIMAL}[stats]\ninterval_ms = 1\n"),
                 "stats.interval_ms",
                 ">= 10",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nsocket = \"relative.sock\"\n"),
+                "control.socket",
+                "absolute path",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nmax_clients = 0\n"),
+                "control.max_clients",
+                "1..=4096",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\ncrc = \"maybe\"\n"),
+                "mpa.crc",
+                "\"on\", \"off\" or \"require\"",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nrevision = 3\n"),
+                "mpa.revision",
+                "1 or 2",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nrtr = \"atomic\"\n"),
+                "mpa.rtr",
+                "\"write\", \"read\" or \"send\"",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nird = 20000\n"),
+                "mpa.ird",
+                "0..=16383",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nord = 16384\n"),
+                "mpa.ord",
+                "0..=16383",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nprivate_data_max = 600\n"),
+                "mpa.private_data_max",
+                "0..=508",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\ntimeout_ms = 5\n"),
+                "mpa.timeout_ms",
+                "100..=600000",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nmarkers = \"yes\"\n"),
+                "markers",
+                "bool",
             ),
         ];
         for (text, key, allowed) in cases {

@@ -2,7 +2,8 @@
 //! glue between NIC queues and the sans-IO protocol crates.
 //!
 //! `unsafe` is denied crate-wide and allowed only in the FFI modules (`eal`, `port`, `mempool`,
-//! `mbuf`, `extbuf`, `signal`, `clock`, `error`), every block with a `// SAFETY:` comment.
+//! `mbuf`, `extbuf`, `signal`, `clock`, `error`) and in `rdma::memory` (copies into and out of
+//! registered shared memory), every block with a `// SAFETY:` comment.
 #![deny(unsafe_code)]
 
 pub mod clock;
@@ -15,6 +16,7 @@ pub mod mbuf;
 pub mod mempool;
 pub mod netstack;
 pub mod port;
+pub mod rdma;
 pub mod rss;
 pub mod signal;
 pub mod stats;

@@ -15,7 +15,7 @@ use iwarp::error::AccessError;
 use iwarp::rdmap::{Qp, QpConfig, Sge, WorkRequest, WrOpcode};
 use iwarp::stag::{Access, AtomicOp, MemoryTable, MrHandle, MrInfo, PdId, Placer, Stag};
 use iwarp::testing::{VecMemory, test_now};
-use netcore::crc::{candidates, crc32c};
+use netcore::crc::{Crc32c, candidates, crc32c};
 
 const PD: PdId = PdId(1);
 /// Payload octets per FPDU after the 14-octet tagged DDP header, for FPDU = 2 + 14 + payload
@@ -47,7 +47,10 @@ impl MemoryTable for SinkMem {
 }
 
 impl Placer for SinkMem {
-    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8]) {
+    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8], crc: Option<&mut Crc32c>) {
+        if let Some(c) = crc {
+            c.update(data);
+        }
         self.placements += 1;
         self.placed += data.len() as u64;
         self.last = (mr, offset);

@@ -15,9 +15,41 @@ use crate::isn::IsnGenerator;
 use crate::stats::TcpStats;
 use crate::wire::{OutHeader, SegError, parse_segment};
 
-/// Index of a connection inside an [`Endpoint`].
+/// A connection inside an [`Endpoint`]: its slot and the slot's generation. Slots are reused
+/// after [`Endpoint::reap`]; the generation changes each time, so a handle kept after its
+/// connection was reaped finds nothing (`conn` returns `None`) instead of driving whatever
+/// connection took the slot next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnHandle(pub usize);
+pub struct ConnHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl ConnHandle {
+    /// The slot index (small, dense: usable to index per-connection tables of the owner).
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+
+    /// The slot's generation when the handle was made.
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+}
+
+/// `index.generation`, e.g. `3.1`, for log lines.
+impl core::fmt::Display for ConnHandle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{}", self.index, self.generation)
+    }
+}
+
+/// One connection slot; `generation` counts the connections it held.
+#[derive(Debug)]
+struct Slot<B> {
+    generation: u32,
+    conn: Option<Connection<B>>,
+}
 
 /// Errors from [`Endpoint::connect`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +81,9 @@ pub struct Endpoint<B> {
     local_ip: Ipv4Address,
     isn: IsnGenerator,
     listeners: HashSet<u16>,
-    conns: Vec<Option<Connection<B>>>,
-    free: Vec<usize>,
-    by_tuple: HashMap<(u16, Ipv4Address, u16), usize>,
+    conns: Vec<Slot<B>>,
+    free: Vec<u32>,
+    by_tuple: HashMap<(u16, Ipv4Address, u16), ConnHandle>,
     accept_q: VecDeque<ConnHandle>,
     ctl: VecDeque<(OutHeader, Ipv4Address)>,
     next_port: u16,
@@ -101,18 +133,25 @@ impl<B: SegBuf> Endpoint<B> {
 
     fn insert(&mut self, c: Connection<B>) -> ConnHandle {
         let key = (c.local().1, c.remote().0, c.remote().1);
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.conns[i] = Some(c);
-                i
-            }
+        let index = match self.free.pop() {
+            Some(i) => i,
             None => {
-                self.conns.push(Some(c));
-                self.conns.len() - 1
+                self.conns.push(Slot {
+                    generation: 0,
+                    conn: None,
+                });
+                // Slot counts are bounded by memory long before 2^32.
+                u32::try_from(self.conns.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        self.by_tuple.insert(key, i);
-        ConnHandle(i)
+        let slot = &mut self.conns[index as usize];
+        slot.conn = Some(c);
+        let h = ConnHandle {
+            index,
+            generation: slot.generation,
+        };
+        self.by_tuple.insert(key, h);
+        h
     }
 
     /// Active open to `remote`; `local_port` 0 picks an ephemeral port.
@@ -179,12 +218,12 @@ impl<B: SegBuf> Endpoint<B> {
             return Dispatch::Dropped;
         }
         let key = (h.dst_port, src, h.src_port);
-        if let Some(&i) = self.by_tuple.get(&key)
-            && let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut())
+        if let Some(&hd) = self.by_tuple.get(&key)
+            && let Some(c) = self.conn_mut(hd)
             && !c.is_closed()
         {
             c.handle_segment(now, Segment { header: h, buf });
-            return Dispatch::Conn(ConnHandle(i));
+            return Dispatch::Conn(hd);
         }
         if self.listeners.contains(&h.dst_port) {
             // RFC 9293 §3.10.7.2 LISTEN.
@@ -193,13 +232,9 @@ impl<B: SegBuf> Endpoint<B> {
             }
             if h.ack.is_none() && h.syn {
                 if self.accept_q.len() >= self.backlog {
-                    let conns = &self.conns;
-                    self.accept_q.retain(|h| {
-                        conns
-                            .get(h.0)
-                            .and_then(|c| c.as_ref())
-                            .is_some_and(|c| !c.is_closed())
-                    });
+                    let mut q = std::mem::take(&mut self.accept_q);
+                    q.retain(|&h| self.conn(h).is_some_and(|c| !c.is_closed()));
+                    self.accept_q = q;
                     if self.accept_q.len() >= self.backlog {
                         return Dispatch::Dropped;
                     }
@@ -208,9 +243,9 @@ impl<B: SegBuf> Endpoint<B> {
                 let remote = (src, h.src_port);
                 let iss = self.isn.isn(now, local, remote);
                 if let Some(c) = Connection::accept(self.cfg.clone(), now, local, remote, iss, &h) {
-                    if let Some(&old) = self.by_tuple.get(&key) {
-                        self.reap(ConnHandle(old));
-                    }
+                    // A closed connection on this 4-tuple whose owner has not reaped it yet
+                    // keeps its slot (and its unpolled events); the new one gets another slot
+                    // and takes over the 4-tuple.
                     let hd = self.insert(c);
                     self.accept_q.push_back(hd);
                     return Dispatch::NewConn(hd);
@@ -251,30 +286,53 @@ impl<B: SegBuf> Endpoint<B> {
 
     /// The connection behind `h`.
     pub fn conn(&self, h: ConnHandle) -> Option<&Connection<B>> {
-        self.conns.get(h.0).and_then(|c| c.as_ref())
+        let slot = self.conns.get(h.index())?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        slot.conn.as_ref()
     }
 
     /// The connection behind `h`, mutably.
     pub fn conn_mut(&mut self, h: ConnHandle) -> Option<&mut Connection<B>> {
-        self.conns.get_mut(h.0).and_then(|c| c.as_mut())
+        let slot = self.conns.get_mut(h.index())?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        slot.conn.as_mut()
+    }
+
+    /// The handle of slot `i` if it holds a connection.
+    fn handle_at(&self, i: usize) -> Option<ConnHandle> {
+        let slot = self.conns.get(i)?;
+        slot.conn.as_ref()?;
+        Some(ConnHandle {
+            index: u32::try_from(i).ok()?,
+            generation: slot.generation,
+        })
     }
 
     /// Handles of all live connection slots.
     pub fn handles(&self) -> Vec<ConnHandle> {
         (0..self.conns.len())
-            .filter(|&i| self.conns[i].is_some())
-            .map(ConnHandle)
+            .filter_map(|i| self.handle_at(i))
             .collect()
     }
 
-    /// Drop a connection (its counters move into the aggregate).
+    /// Drop a connection (its counters move into the aggregate). The slot's generation
+    /// changes, so `h` and its copies no longer find anything.
     pub fn reap(&mut self, h: ConnHandle) -> Option<Connection<B>> {
-        let c = self.conns.get_mut(h.0)?.take()?;
+        let slot = self.conns.get_mut(h.index())?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        let c = slot.conn.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
         let key = (c.local().1, c.remote().0, c.remote().1);
-        if self.by_tuple.get(&key) == Some(&h.0) {
+        if self.by_tuple.get(&key) == Some(&h) {
             self.by_tuple.remove(&key);
         }
-        self.free.push(h.0);
+        self.free.push(h.index);
         self.closed_stats.add(c.stats());
         Some(c)
     }
@@ -282,12 +340,11 @@ impl<B: SegBuf> Endpoint<B> {
     /// Reap every closed connection whose events were all polled; returns how many.
     pub fn reap_closed(&mut self) -> usize {
         let dead: Vec<ConnHandle> = (0..self.conns.len())
-            .filter(|&i| {
-                self.conns[i]
-                    .as_ref()
+            .filter_map(|i| self.handle_at(i))
+            .filter(|&h| {
+                self.conn(h)
                     .is_some_and(|c| c.is_closed() && !c.has_events())
             })
-            .map(ConnHandle)
             .collect();
         for h in &dead {
             self.reap(*h);
@@ -318,14 +375,13 @@ impl<B: SegBuf> Endpoint<B> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.conns
             .iter()
-            .flatten()
-            .filter_map(|c| c.poll_timeout())
+            .filter_map(|s| s.conn.as_ref()?.poll_timeout())
             .min()
     }
 
     /// Run expired timers of all connections.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for c in self.conns.iter_mut().flatten() {
+        for c in self.conns.iter_mut().filter_map(|s| s.conn.as_mut()) {
             if c.poll_timeout().is_some_and(|t| t <= now) {
                 c.handle_timeout(now);
             }
@@ -339,11 +395,15 @@ impl<B: SegBuf> Endpoint<B> {
         buf: &mut [u8],
         src: &mut S,
     ) -> Option<(ConnHandle, Transmit)> {
-        for (i, c) in self.conns.iter_mut().enumerate() {
-            if let Some(c) = c
+        for (i, slot) in self.conns.iter_mut().enumerate() {
+            if let Some(c) = slot.conn.as_mut()
                 && let Some(t) = c.poll_transmit(now, buf, src)
             {
-                return Some((ConnHandle(i), t));
+                let h = ConnHandle {
+                    index: u32::try_from(i).ok()?,
+                    generation: slot.generation,
+                };
+                return Some((h, t));
             }
         }
         None
@@ -353,7 +413,7 @@ impl<B: SegBuf> Endpoint<B> {
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
         s.add(&self.closed_stats);
-        for c in self.conns.iter().flatten() {
+        for c in self.conns.iter().filter_map(|s| s.conn.as_ref()) {
             s.add(c.stats());
         }
         s

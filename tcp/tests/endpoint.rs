@@ -362,3 +362,54 @@ fn random_in_window_segments_keep_invariants() {
         }
     }
 }
+
+/// Generational handles (issue 7): a closed connection whose events were never polled keeps
+/// its slot and its events when a new SYN reuses the 4-tuple; the new connection gets its own
+/// handle; once the old one is reaped its handle finds nothing, even after the slot is reused.
+#[test]
+fn stale_handles_never_reach_another_connection() {
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [5; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(1);
+    let s = syn(3000, 10);
+    let n = s.len();
+    let Dispatch::NewConn(old) = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) else {
+        panic!("no connection")
+    };
+    ep.conn_mut(old).unwrap().abort();
+    let mut buf = vec![0u8; 1600];
+    while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {}
+    // A new SYN on the same 4-tuple while the old one's Closed event is unpolled.
+    let s = syn(3000, 5000);
+    let n = s.len();
+    let Dispatch::NewConn(new) = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) else {
+        panic!("no new connection")
+    };
+    assert_ne!(old, new);
+    assert_eq!(ep.conn(new).unwrap().state(), State::SynReceived);
+    // The old handle still reaches the old connection and its event.
+    assert_eq!(
+        ep.conn_mut(old).unwrap().poll_event(),
+        Some(tcp::Event::Closed(tcp::CloseReason::Aborted))
+    );
+    // Segments of the 4-tuple go to the new connection.
+    let s = syn(3000, 5000);
+    let n = s.len();
+    assert_eq!(
+        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
+        Dispatch::Conn(new)
+    );
+    assert!(ep.reap(old).is_some());
+    assert!(ep.conn(old).is_none() && ep.reap(old).is_none());
+    // The freed slot is reused by the next connection: the stale handle still finds nothing.
+    let s = syn(3001, 1);
+    let n = s.len();
+    let Dispatch::NewConn(third) = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) else {
+        panic!("no third connection")
+    };
+    assert_eq!(third.index(), old.index());
+    assert_ne!(third.generation(), old.generation());
+    assert!(ep.conn(old).is_none() && ep.conn_mut(old).is_none());
+    assert_eq!(ep.conn(new).unwrap().state(), State::SynReceived);
+    assert_eq!(ep.handles().len(), 2);
+}

@@ -73,6 +73,10 @@ pub struct QpConfig {
     /// Peer-to-peer mode: the RTR this side sends first or expects first (RFC 6581 §5; see
     /// [`crate::rdmap::rtr`]). `None` without peer-to-peer mode.
     pub rtr: Option<Rtr>,
+    /// The [`Placer`] computes the CRC32c of the payload it places (fused with the copy,
+    /// DESIGN.md §2.4): the deframer runs in CRC-by-caller mode and the QP feeds it the header
+    /// and discarded bytes itself.
+    pub crc_by_placer: bool,
 }
 
 impl Default for QpConfig {
@@ -86,6 +90,7 @@ impl Default for QpConfig {
             markers_tx: false,
             term_layout_hint: TermLayout::Rfc,
             rtr: None,
+            crc_by_placer: false,
         }
     }
 }
@@ -311,6 +316,7 @@ impl Qp {
             deframer: Deframer::new(DeframerConfig {
                 crc: cfg.crc,
                 markers: cfg.markers_rx,
+                crc_data_by_caller: cfg.crc_by_placer,
                 ..Default::default()
             }),
             framer: Framer::new(FramerConfig {
