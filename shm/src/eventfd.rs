@@ -68,11 +68,22 @@ impl EventFd {
         }
     }
 
+    /// Wait until the counter is non-zero, at most `timeout`; `Ok(false)` on timeout.
+    pub fn wait_readable(&self, timeout: std::time::Duration) -> std::io::Result<bool> {
+        crate::wait_readable(self.fd.as_fd(), timeout)
+    }
+
     /// Duplicate (e.g. to pass one end to another process while keeping this one).
     pub fn try_clone(&self) -> std::io::Result<EventFd> {
         Ok(EventFd {
             fd: self.fd.try_clone()?,
         })
+    }
+}
+
+impl From<EventFd> for OwnedFd {
+    fn from(e: EventFd) -> OwnedFd {
+        e.fd
     }
 }
 

@@ -18,7 +18,7 @@ pub use eventfd::EventFd;
 pub use segment::{
     Backing, HUGEPAGE, HugepagePolicy, MAX_SEGMENT, Segment, SegmentError, free_hugepage_bytes,
 };
-pub use seqpacket::{Credentials, MAX_FDS, RecvMsg, SeqPacket, SeqPacketListener};
+pub use seqpacket::{Credentials, MAX_FDS, RecvMsg, SeqPacket, SeqPacketListener, wait_readable};
 
 /// The last OS error as an `io::Error`.
 fn last_err() -> std::io::Error {

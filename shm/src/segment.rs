@@ -249,6 +249,11 @@ impl Segment {
         self.ptr.as_ptr()
     }
 
+    /// First byte of the mapping, never null.
+    pub fn as_non_null(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     /// True when `offset..offset+len` lies inside the segment.
     pub fn contains(&self, offset: u64, len: u64) -> bool {
         offset

@@ -309,6 +309,20 @@ pub mod connect_failure {
     pub const LOCAL: u8 = 6;
 }
 
+/// Why a QP went to ERROR (`Event::QpError`).
+pub mod qp_error {
+    /// We detected a protocol error and sent a TERMINATE (codes in the event).
+    pub const TERMINATE_SENT: u8 = 1;
+    /// The stream ended (FIN or RST) inside an FPDU.
+    pub const STREAM_BROKEN: u8 = 2;
+    /// An FPDU stayed half-received past the receive timeout (a TERMINATE was sent).
+    pub const RX_TIMEOUT: u8 = 3;
+    /// The TCP connection was reset or timed out.
+    pub const STREAM_LOST: u8 = 4;
+    /// The client's rings are corrupt (indices or entries out of range).
+    pub const CORRUPT_RING: u8 = 5;
+}
+
 macro_rules! messages {
     ($(#[$m:meta])* $name:ident {
         $( $(#[$vm:meta])* $var:ident = $kind:literal { $( $(#[$fm:meta])* $f:ident : $t:ty ),* $(,)? } ),* $(,)?
@@ -364,8 +378,11 @@ messages!(
         AllocPd = 0x0005 {},
         /// Free a PD (refused while MRs or QPs use it).
         DeallocPd = 0x0006 { pd: PdId },
-        /// Register `len` bytes at `offset` of `segment` in `pd` with `access` bits.
-        RegMr = 0x0007 { pd: PdId, segment: SegmentId, offset: u64, len: u64, access: u32 },
+        /// Register `len` bytes at `offset` of `segment` in `pd` with `access` bits; `iova`
+        /// is the tagged offset of the first byte (verbs: the client's virtual address of it).
+        RegMr = 0x0007 {
+            pd: PdId, segment: SegmentId, offset: u64, len: u64, iova: u64, access: u32,
+        },
         /// Deregister the MR with this local key (its STag becomes invalid at once).
         DeregMr = 0x0008 { lkey: u32 },
         /// A CQ at `offset` of `segment` laid out as `abi::ring::CqLayout` with `subs`
@@ -454,9 +471,9 @@ messages!(
         Disconnected = 0x0205 { id: CmId },
         /// The peer sent a TERMINATE (RFC 5040 §4.8): layer, error type, error code.
         TerminateReceived = 0x0206 { id: CmId, layer: u8, etype: u8, ecode: u8 },
-        /// The QP went to ERROR locally (we sent a TERMINATE with these codes, or the
-        /// connection failed).
-        QpError = 0x0207 { id: CmId, qp: QpId, layer: u8, etype: u8, ecode: u8 },
+        /// The QP went to ERROR locally: `reason` is one of [`qp_error`]; with
+        /// `qp_error::TERMINATE_SENT`, layer/etype/ecode are the TERMINATE we sent.
+        QpError = 0x0207 { id: CmId, qp: QpId, reason: u8, layer: u8, etype: u8, ecode: u8 },
     }
 );
 

@@ -47,6 +47,7 @@ pub(crate) fn all_requests() -> Vec<Request> {
             segment: SegmentId(2),
             offset: 4096,
             len: 1 << 20,
+            iova: 0x7f00_0000_1000,
             access: access::ALL,
         },
         Request::DeregMr { lkey: 0x1234_5678 },
@@ -196,6 +197,7 @@ fn all_events() -> Vec<Event> {
         Event::QpError {
             id: CmId(2),
             qp: QpId(3),
+            reason: qp_error::TERMINATE_SENT,
             layer: 0,
             etype: 1,
             ecode: 2,

@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -172,20 +171,20 @@ pub struct RingLocation {
     pub entries: u32,
 }
 
-/// A completion queue as one dataplane thread sees it: its own sub-ring, the CQ's armed flag
-/// and the eventfd to write when it pushes into an armed CQ (docs/rdma-seams.md "Rings").
+/// A completion queue as one dataplane thread sees it: the CQ's layout (armed flag, one
+/// sub-ring per dataplane thread; this thread produces into sub-ring number `thread`) and the
+/// completion channel to signal when it pushes into an armed CQ (docs/rdma-seams.md "Rings").
+/// QPs of one thread that share a CQ share one producer (the engine keys it by `cq`).
 #[derive(Debug, Clone)]
 pub struct CqBinding {
-    /// The CQ's number (logs, stats).
+    /// The CQ's number, unique in the daemon (the engine's producer key; logs, stats).
     pub cq: u32,
     /// Segment holding the CQ.
     pub segment: Arc<dyn MappedMemory>,
-    /// Byte offset of the CQ header (armed flag) in the segment.
-    pub header: usize,
-    /// This thread's sub-ring.
-    pub ring: RingLocation,
-    /// Completion channel, written when a CQE lands in an armed CQ.
-    pub eventfd: Option<Arc<OwnedFd>>,
+    /// Where the CQ is in the segment.
+    pub layout: abi::ring::CqLayout,
+    /// Completion channel, signalled when a CQE lands in an armed CQ.
+    pub eventfd: Option<Arc<shm::EventFd>>,
 }
 
 /// A client's shared-memory work queues (the `abi` ring layout).
@@ -537,7 +536,9 @@ pub struct EngineHandle {
     /// Connection and listener ids.
     pub ids: Arc<IdGen>,
     cmds: Vec<Arc<CmdQueue>>,
-    events: Receiver<EngineEvent>,
+    // A Mutex so the handle is Sync: the control plane shares it (Arc) between the thread
+    // serving client requests and the thread waiting for events (docs/rdma-seams.md).
+    events: Mutex<Receiver<EngineEvent>>,
 }
 
 impl EngineHandle {
@@ -559,12 +560,20 @@ impl EngineHandle {
 
     /// The next event, waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<EngineEvent> {
-        self.events.recv_timeout(timeout).ok()
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .recv_timeout(timeout)
+            .ok()
     }
 
     /// The next event, if one is queued.
     pub fn try_recv(&self) -> Option<EngineEvent> {
-        self.events.try_recv().ok()
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_recv()
+            .ok()
     }
 }
 
@@ -612,7 +621,7 @@ pub fn engine_channels(
         mem,
         ids,
         cmds,
-        events: rx,
+        events: Mutex::new(rx),
     };
     (handle, setups)
 }

@@ -137,6 +137,19 @@ unsafe impl MappedMemory for HeapMemory {
     }
 }
 
+// SAFETY: a Segment is a MAP_SHARED mapping of exactly len() bytes at base(), unmapped only
+// in its Drop; its memfd is sealed against shrinking (shm checks F_SEAL_SHRINK on attach), so
+// the pages stay valid while the Segment lives. Shared-memory contents are untrusted and only
+// copied through raw pointers, as this trait requires.
+unsafe impl MappedMemory for shm::Segment {
+    fn base(&self) -> NonNull<u8> {
+        self.as_non_null()
+    }
+    fn len(&self) -> usize {
+        shm::Segment::len(self)
+    }
+}
+
 /// A registered region: `len` bytes at byte `offset` of a mapping, named by an STag (remote
 /// access) and a handle (the lkey, local access).
 pub struct Region {

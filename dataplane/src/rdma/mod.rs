@@ -13,6 +13,7 @@
 pub mod api;
 pub mod ids;
 pub mod memory;
+pub mod txlog;
 
 pub use api::{
     CmdQueue, ConnectFailure, CqBinding, CrcMode, EngineCmd, EngineConfig, EngineError,
