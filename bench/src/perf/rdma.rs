@@ -495,9 +495,9 @@ impl Side {
         Ok(Row::Bw(r))
     }
 
-    fn lat_row(&self, size: u64, posted: &[u64]) -> Row {
+    fn lat_row(&self, size: u64, iters: u64, posted: &[u64]) -> Row {
         let samples: Vec<u64> = posted.windows(2).map(|w| w[1] - w[0]).collect();
-        let n = posted.len() as u64;
+        let n = iters;
         match self.o.duration {
             Some(_) => {
                 let total = posted
@@ -569,7 +569,7 @@ impl Side {
                 ccnt += 1;
             }
         }
-        Ok(self.lat_row(size, &posted))
+        Ok(self.lat_row(size, posted.len() as u64, &posted))
     }
 
     /// `run_iter_lat_send`: ping-pong Sends; the server answers each one.
@@ -609,7 +609,7 @@ impl Side {
                 wait_cq(&self.dev, &self.scq, Instant::now() + WAIT)?;
             }
         }
-        Ok(self.lat_row(size, &posted))
+        Ok(self.lat_row(size, posted.len() as u64, &posted))
     }
 
     /// `run_iter_lat` for Reads and atomics: one operation at a time.
@@ -635,7 +635,7 @@ impl Side {
             k += 1;
         }
         posted.push(now_ns());
-        Ok(self.lat_row(size, &posted))
+        Ok(self.lat_row(size, k, &posted))
     }
 }
 
