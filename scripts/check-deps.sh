@@ -21,6 +21,16 @@ fi
 if cargo tree -e normal -p tcp --prefix none | awk '{print $1}' | grep -qx iwarp; then
     echo "check-deps: tcp must not depend on iwarp"; fail=1
 fi
+# shm (memfd segments, SCM_RIGHTS, eventfd) is an OS edge for the control path: libc and abi
+# only, never the dataplane, DPDK or the daemon.
+shm_deps=$(cargo tree -e normal -p shm --prefix none 2>/dev/null | awk '{print $1}' | sort -u)
+if hits=$(grep -E '^(dpdk-sys|dataplane|control|verbs|tcp|iwarp|tokio|mio)$' <<<"$shm_deps"); then
+    echo "check-deps: shm depends on forbidden crates: $(echo $hits)"; fail=1
+fi
+# abi: unsafe code only in the ring module (shared-memory rings).
+if grep -rlE '\bunsafe\b' abi/src | grep -vE '^abi/src/ring(\.rs|/)' | xargs -r grep -nE '^\s*[^/]*\bunsafe\b' | grep -v 'deny(unsafe_code)'; then
+    echo "check-deps: unsafe code in abi outside abi::ring"; fail=1
+fi
 for c in netcore tcp iwarp control; do
     grep -q '^#!\[forbid(unsafe_code' "$c/src/lib.rs" || { echo "check-deps: $c/src/lib.rs lacks #![forbid(unsafe_code)]"; fail=1; }
     if grep -rnE '\bunsafe\b' "$c/src" | grep -vE '^\S+:\s*//|forbid\(unsafe_code|//.*unsafe'; then
@@ -33,4 +43,4 @@ for c in netcore tcp iwarp; do
     fi
 done
 if ((fail)); then exit 1; fi
-echo "check-deps: dependency rules hold (netcore, tcp, iwarp, abi are sans-IO; tcp and iwarp independent)"
+echo "check-deps: dependency rules hold (netcore, tcp, iwarp, abi are sans-IO; tcp and iwarp independent; shm is an OS edge; abi unsafe only in abi::ring)"

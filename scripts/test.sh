@@ -28,6 +28,10 @@ if [[ -x scripts/fuzz-smoke.sh && ${IWARP_SKIP_FUZZ:-0} != 1 ]]; then
     scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-20}" || status=1
 fi
 
+echo "== loom model check of the shared-memory rings (abi)"
+cargo test -p abi --features loom --release --test loom 2>&1 | tee -a /tmp/iwarp-test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
 if [[ ${IWARP_SKIP_DOCKER:-0} != 1 ]]; then
     echo "== docker-test (docker/test.sh: images, the two-host compose deployment)"
     make --no-print-directory docker-test 2>&1 | tee -a /tmp/iwarp-test.log || status=1

@@ -60,6 +60,71 @@ pub struct Config {
     /// `[log]`
     #[serde(default)]
     pub log: LogSection,
+    /// `[control]`
+    #[serde(default)]
+    pub control: ControlSection,
+    /// `[mpa]`
+    #[serde(default)]
+    pub mpa: MpaSection,
+}
+
+/// `[control]`: the clients' control socket.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlSection {
+    /// Unix socket (`SOCK_SEQPACKET`) clients connect to.
+    pub socket: String,
+    /// Most clients connected at once (1..=4096).
+    pub max_clients: u32,
+}
+
+impl Default for ControlSection {
+    fn default() -> Self {
+        ControlSection {
+            socket: "/run/iwarpd.sock".into(),
+            max_clients: 256,
+        }
+    }
+}
+
+/// `[mpa]`: MPA negotiation defaults (RFC 5044 §7, RFC 6581); a client may override CRC,
+/// markers, revision and RTR per connect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MpaSection {
+    /// "on" (ask for CRC), "off" (use it only if the peer asks), "require" (refuse a peer
+    /// without CRC).
+    pub crc: String,
+    /// Ask the peer for markers (RFC 5044 §5).
+    pub markers: bool,
+    /// MPA revision: 1, or 2 (RFC 6581 enhanced connection setup).
+    pub revision: u8,
+    /// Peer-to-peer ready-to-receive message we offer as initiator: "none", "write", "read",
+    /// "send" (RFC 6581 §5).
+    pub rtr: String,
+    /// Inbound RDMA Read/atomic depth (0..=16383).
+    pub ird: u16,
+    /// Outbound RDMA Read/atomic depth (0..=16383).
+    pub ord: u16,
+    /// Largest ULP private data in MPA Request/Reply, bytes (0..=508).
+    pub private_data_max: usize,
+    /// MPA startup timeout in milliseconds (100..=600000).
+    pub timeout_ms: u64,
+}
+
+impl Default for MpaSection {
+    fn default() -> Self {
+        MpaSection {
+            crc: "off".into(),
+            markers: false,
+            revision: 2,
+            rtr: "none".into(),
+            ird: 16,
+            ord: 16,
+            private_data_max: 252,
+            timeout_ms: 10_000,
+        }
+    }
 }
 
 /// Hugepage policy.
@@ -243,6 +308,23 @@ pub struct TcpSection {
     pub rto_max_ms: u64,
     /// Bytes held out of order per connection.
     pub max_ooo_bytes: usize,
+    /// Segments held out of order per connection.
+    pub max_ooo_segments: usize,
+    /// Out-of-order segments smaller than a quarter of the MSS held per connection.
+    pub max_ooo_small_segments: usize,
+    /// Out-of-order segments (mbufs) held over all connections of a dataplane thread; 0: a
+    /// quarter of `dataplane.mbufs`.
+    pub max_ooo_mbufs: usize,
+    /// SYN cookies (RFC 4987) once `syn_backlog` half-open connections wait on a listener.
+    pub syn_cookies: bool,
+    /// Half-open connections per listener before SYN cookies.
+    pub syn_backlog: usize,
+    /// Connections per dataplane thread.
+    pub max_connections: usize,
+    /// Connections per listening port (per dataplane thread).
+    pub max_listener_connections: usize,
+    /// FIN-WAIT-2 timeout in milliseconds (0: none).
+    pub fin_wait2_ms: u64,
 }
 
 impl Default for TcpSection {
@@ -263,6 +345,14 @@ impl Default for TcpSection {
             rto_initial_ms: 1000,
             rto_max_ms: 60_000,
             max_ooo_bytes: 4 << 20,
+            max_ooo_segments: 4096,
+            max_ooo_small_segments: 64,
+            max_ooo_mbufs: 0,
+            syn_cookies: true,
+            syn_backlog: 256,
+            max_connections: 65536,
+            max_listener_connections: 65536,
+            fin_wait2_ms: 60_000,
         }
     }
 }
@@ -523,6 +613,9 @@ impl Config {
                 format!("{} is too large, allowed 0..=1472", self.diag.ping_size),
             ));
         }
+        self.validate_tcp(path)?;
+        self.validate_control(&bad)?;
+        self.validate_mpa(&bad)?;
         if !matches!(
             self.log.level.as_str(),
             "error" | "warn" | "info" | "debug" | "trace"
@@ -533,6 +626,167 @@ impl Config {
                     "{:?} is not allowed, expected one of error, warn, info, debug, trace",
                     self.log.level
                 ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `[tcp]` keys: ranges, allowed names, and the RTO ordering.
+    fn validate_tcp(&self, path: &str) -> Result<(), ConfigError> {
+        let t = &self.tcp;
+        let bad = |key: &str, msg: String| {
+            Err(ConfigError::Value {
+                path: path.into(),
+                key: format!("tcp.{key}"),
+                msg,
+            })
+        };
+        if !matches!(t.cc.as_str(), "cubic" | "newreno") {
+            return bad(
+                "cc",
+                format!(
+                    "{:?} is not allowed, expected \"cubic\" or \"newreno\"",
+                    t.cc
+                ),
+            );
+        }
+        if t.mss != 0 && !(536..=9000).contains(&t.mss) {
+            return bad(
+                "mss",
+                format!("{} is out of range, allowed 0 or 536..=9000", t.mss),
+            );
+        }
+        for (k, v) in [
+            ("recv_window", t.recv_window),
+            ("send_window", t.send_window),
+        ] {
+            if !(16 << 10..=1 << 30).contains(&v) {
+                return bad(
+                    k,
+                    format!("{v} is out of range, allowed 16384..=1073741824"),
+                );
+            }
+        }
+        if !(-1..=14).contains(&t.window_scale) {
+            return bad(
+                "window_scale",
+                format!(
+                    "{} is out of range, allowed -1 (off) or 0..=14",
+                    t.window_scale
+                ),
+            );
+        }
+        if t.window_scale < 0 && t.recv_window > 65535 {
+            return bad(
+                "recv_window",
+                format!(
+                    "{} needs window scaling, allowed <= 65535 with window_scale = -1",
+                    t.recv_window
+                ),
+            );
+        }
+        if t.delayed_ack_us > 500_000 {
+            return bad(
+                "delayed_ack_us",
+                format!("{} is too large, allowed 0..=500000", t.delayed_ack_us),
+            );
+        }
+        if t.rto_min_ms == 0 || t.rto_min_ms > t.rto_initial_ms || t.rto_min_ms > t.rto_max_ms {
+            return bad(
+                "rto_min_ms",
+                format!(
+                    "{} is not allowed: 0 < rto_min_ms <= rto_initial_ms ({}) and <= rto_max_ms ({})",
+                    t.rto_min_ms, t.rto_initial_ms, t.rto_max_ms
+                ),
+            );
+        }
+        if t.rto_initial_ms > t.rto_max_ms {
+            return bad(
+                "rto_initial_ms",
+                format!(
+                    "{} is above rto_max_ms ({})",
+                    t.rto_initial_ms, t.rto_max_ms
+                ),
+            );
+        }
+        for (k, v) in [
+            ("max_ooo_segments", t.max_ooo_segments),
+            ("syn_backlog", t.syn_backlog),
+            ("max_connections", t.max_connections),
+            ("max_listener_connections", t.max_listener_connections),
+        ] {
+            if v == 0 {
+                return bad(k, "0 is not allowed, must be >= 1".into());
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_control(
+        &self,
+        bad: &dyn Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let sock = &self.control.socket;
+        // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+        if sock.is_empty() || sock.len() > 107 || !sock.starts_with('/') || sock.contains('\0') {
+            return Err(bad(
+                "control.socket",
+                format!("{sock:?} is not allowed: an absolute path of 1..=107 bytes"),
+            ));
+        }
+        if !(1..=4096).contains(&self.control.max_clients) {
+            return Err(bad(
+                "control.max_clients",
+                format!(
+                    "{} is out of range, allowed 1..=4096",
+                    self.control.max_clients
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_mpa(&self, bad: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let m = &self.mpa;
+        if !matches!(m.crc.as_str(), "on" | "off" | "require") {
+            return Err(bad(
+                "mpa.crc",
+                format!(
+                    "{:?} is not allowed, expected \"on\", \"off\" or \"require\"",
+                    m.crc
+                ),
+            ));
+        }
+        if !matches!(m.revision, 1 | 2) {
+            return Err(bad(
+                "mpa.revision",
+                format!("{} is not allowed, expected 1 or 2", m.revision),
+            ));
+        }
+        if !matches!(m.rtr.as_str(), "none" | "write" | "read" | "send") {
+            return Err(bad(
+                "mpa.rtr",
+                format!(
+                    "{:?} is not allowed, expected \"none\", \"write\", \"read\" or \"send\"",
+                    m.rtr
+                ),
+            ));
+        }
+        for (k, v) in [("mpa.ird", m.ird), ("mpa.ord", m.ord)] {
+            if v > 16383 {
+                return Err(bad(k, format!("{v} is out of range, allowed 0..=16383")));
+            }
+        }
+        if m.private_data_max > 508 {
+            return Err(bad(
+                "mpa.private_data_max",
+                format!("{} is out of range, allowed 0..=508", m.private_data_max),
+            ));
+        }
+        if !(100..=600_000).contains(&m.timeout_ms) {
+            return Err(bad(
+                "mpa.timeout_ms",
+                format!("{} is out of range, allowed 100..=600000", m.timeout_ms),
             ));
         }
         Ok(())
@@ -591,6 +845,27 @@ mod tests {
         assert_eq!(c.port.mtu, 1500);
         assert_eq!(c.port_name(), "net_memif0");
         assert_eq!(c.log.level, "info");
+        assert_eq!(c.control.socket, "/run/iwarpd.sock");
+        assert_eq!(c.mpa.crc, "off");
+        assert_eq!((c.mpa.revision, c.mpa.ird, c.mpa.ord), (2, 16, 16));
+        assert_eq!(c.mpa.rtr, "none");
+    }
+
+    #[test]
+    fn mpa_and_control_sections_parse() {
+        let c = Config::parse(
+            &format!(
+                "{MINIMAL}[control]\nsocket = \"/tmp/x.sock\"\n[mpa]\ncrc = \"require\"\nmarkers = true\nrevision = 1\nrtr = \"read\"\nird = 0\nord = 4\nprivate_data_max = 508\n"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.control.socket, "/tmp/x.sock");
+        assert_eq!(c.mpa.crc, "require");
+        assert!(c.mpa.markers);
+        assert_eq!((c.mpa.revision, c.mpa.ird, c.mpa.ord), (1, 0, 4));
+        assert_eq!(c.mpa.rtr, "read");
+        assert_eq!(c.mpa.private_data_max, 508);
     }
 
     #[test]
@@ -656,6 +931,81 @@ mod tests {
                 &format!("{MINIMAL}[stats]\ninterval_ms = 1\n"),
                 "stats.interval_ms",
                 ">= 10",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\ncc = \"vegas\"\n"),
+                "tcp.cc",
+                "\"cubic\" or \"newreno\"",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nmss = 100\n"),
+                "tcp.mss",
+                "536..=9000",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nwindow_scale = -1\n"),
+                "tcp.recv_window",
+                "<= 65535",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nrto_min_ms = 2000\n"),
+                "tcp.rto_min_ms",
+                "rto_initial_ms",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nsyn_backlog = 0\n"),
+                "tcp.syn_backlog",
+                ">= 1",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nsocket = \"relative.sock\"\n"),
+                "control.socket",
+                "absolute path",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nmax_clients = 0\n"),
+                "control.max_clients",
+                "1..=4096",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\ncrc = \"maybe\"\n"),
+                "mpa.crc",
+                "\"on\", \"off\" or \"require\"",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nrevision = 3\n"),
+                "mpa.revision",
+                "1 or 2",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nrtr = \"atomic\"\n"),
+                "mpa.rtr",
+                "\"write\", \"read\" or \"send\"",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nird = 20000\n"),
+                "mpa.ird",
+                "0..=16383",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nord = 16384\n"),
+                "mpa.ord",
+                "0..=16383",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nprivate_data_max = 600\n"),
+                "mpa.private_data_max",
+                "0..=508",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\ntimeout_ms = 5\n"),
+                "mpa.timeout_ms",
+                "100..=600000",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nmarkers = \"yes\"\n"),
+                "markers",
+                "bool",
             ),
         ];
         for (text, key, allowed) in cases {

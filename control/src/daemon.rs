@@ -3,17 +3,22 @@
 use crate::config::parse_sockaddr;
 use crate::config::{Config, parse_cidr};
 use crate::eal_args::{self, RUNTIME_DIR};
+use crate::server::ControlServer;
+use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
-use dataplane::eal::Eal;
+use dataplane::clock::TscClock;
+use dataplane::eal::{Eal, ShutdownOutcome};
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
-use dataplane::mempool::Mempool;
+use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
+use dataplane::rdma::{EngineConfig, MemTable, engine_channels};
 use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
 use netcore::Duration;
 use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
 use std::time::Instant as WallClock;
 use tcp::iface::{IfaceConfig, IfaceStats};
 use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
@@ -21,14 +26,36 @@ use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
 /// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
 /// Returns the process exit status.
 pub fn run(cfg: &Config) -> Result<i32> {
+    run_with(cfg, &RunOptions::default())
+}
+
+/// How the bring-up runs: as the `iwarpd` process, or embedded in an application.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Embedded: no signal handlers, no control socket; the control server is handed to
+    /// this callback once the dataplane runs (`crate::embedded`).
+    pub embedded: Option<Box<dyn Fn(Arc<ControlServer>) + Send + Sync>>,
+}
+
+/// [`run`] with options.
+pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
+    crate::crc_choice::choose()?;
     let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(args = ?plan.args, "EAL arguments");
-    signal::install();
+    if opts.embedded.is_none() {
+        signal::install();
+    }
     let eal = Eal::init(&plan.args).context("EAL initialisation")?;
     tracing::info!(version = %Eal::version(), "EAL up");
-    let result = run_with_eal(cfg, &eal);
+    let result = run_with_eal(cfg, &eal, opts);
+    // The last handle: pools are freed and rte_eal_cleanup runs here, on the main thread, once
+    // every port, queue and mbuf is gone (see dataplane::eal).
     drop(eal);
+    match dataplane::eal::shutdown_outcome() {
+        Some(ShutdownOutcome::CleanedUp) => println!("iwarpd: EAL shutdown: cleaned up"),
+        other => println!("iwarpd: EAL shutdown: left to the process exit ({other:?})"),
+    }
     // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind, even with --in-memory.
     let dir = std::path::Path::new(RUNTIME_DIR).join(&plan.file_prefix);
     if dir.exists()
@@ -39,16 +66,25 @@ pub fn run(cfg: &Config) -> Result<i32> {
     result
 }
 
-fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
+fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let nq = u16::try_from(cfg.dataplane.cores.len()).context("too many cores")?;
+    // One frame per mbuf at the configured MTU (jumbo frames included): receive and transmit
+    // need no chains on the normal path.
+    let data_room = data_room_for_mtu(cfg.port.mtu);
     let pool = Mempool::new(
+        eal,
         "iwarpd_rx",
         cfg.dataplane.mbufs,
         cfg.dataplane.mbuf_cache,
-        2048 + 128,
+        data_room,
         -1,
     )
-    .context("mbuf pool")?;
+    .with_context(|| {
+        format!(
+            "mbuf pool for MTU {} ({} mbufs of {data_room} bytes): raise eal.memory_mb or lower dataplane.mbufs",
+            cfg.port.mtu, cfg.dataplane.mbufs
+        )
+    })?;
     let pcfg = PortConfig {
         rx_queues: nq,
         tx_queues: nq,
@@ -100,6 +136,12 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
 
     let tcp_cfg = tcp_config(cfg);
     let services = services(cfg);
+    // One clock for every thread: one origin, so Instants agree across threads.
+    let clock = TscClock::new(eal);
+    let mut queues = (0..nq)
+        .map(|q| port.queue(q))
+        .collect::<Result<Vec<_>, _>>()
+        .context("queues")?;
     let setups: Vec<LcoreSetup> = cfg
         .dataplane
         .cores
@@ -107,7 +149,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
         .enumerate()
         .map(|(i, _)| LcoreSetup {
             index: i,
-            queue: port.queue(i as u16),
+            clock,
             iface: iface.clone(),
             mode,
             // The diagnostic ping and the sender run on the first thread only.
@@ -133,11 +175,40 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
         setups.iter().map(|_| SharedLcoreStats::default()).collect();
     let core_ids = core_affinity::get_core_ids().unwrap_or_default();
 
+    // The control plane: the engine seam, the service, the control socket (or, embedded, the
+    // in-process server handed to the application).
+    let (engine, rdma_setups) = engine_channels(
+        setups.len(),
+        MemTable::new(
+            1 << 20,
+            u64::from_le_bytes(random_secret()[..8].try_into()?),
+        ),
+        EngineConfig::default(),
+    );
+    // The dataplane threads take their `RdmaSetup` once the engine runs in the poll loop
+    // (dataplane::rdma); until then commands wait in their queues.
+    let _rdma_setups = rdma_setups;
+    let service = Service::new(
+        Arc::new(engine),
+        ServiceConfig::from_config(cfg, port.info().mac),
+    );
+    let socket = opts
+        .embedded
+        .is_none()
+        .then(|| std::path::Path::new(&cfg.control.socket));
+    let server = Arc::new(
+        ControlServer::start(Arc::new(Mutex::new(service)), socket)
+            .with_context(|| format!("control socket {}", cfg.control.socket))?,
+    );
+    if let Some(cb) = &opts.embedded {
+        cb(server.clone());
+    }
+
     let started = WallClock::now();
     let mut port_peak = PortStats::default();
     let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
         let mut handles = Vec::new();
-        for (setup, sh) in setups.iter().zip(&shared) {
+        for ((setup, sh), queue) in setups.iter().zip(&shared).zip(queues.drain(..)) {
             let core = cfg.dataplane.cores[setup.index];
             let core_id = core_ids.iter().find(|c| c.id == core).copied();
             let pool = &pool;
@@ -149,21 +220,22 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
                     {
                         tracing::warn!(core, "could not pin dataplane thread");
                     }
-                    let lcore_id = eal.register_thread().context("register dataplane thread")?;
+                    let lcore = eal.register_thread().context("register dataplane thread")?;
                     tracing::info!(
                         thread = setup.index,
                         core,
-                        lcore_id,
+                        lcore_id = lcore.lcore_id(),
                         "dataplane thread running"
                     );
-                    let r = lcore::run(setup, pool, sh);
-                    eal.unregister_thread();
+                    let r = lcore::run(setup, queue, pool, sh);
+                    drop(lcore);
                     Ok(r)
                 })
                 .context("spawn dataplane thread")?;
             handles.push(h);
         }
-        control_loop(cfg, &port, &shared, started, &mut port_peak);
+        control_loop(cfg, &port, &shared, started, &mut port_peak, &server);
+        server.stop();
         handles
             .into_iter()
             .map(|h| {
@@ -173,12 +245,13 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             .collect()
     })?;
 
-    let report = render_all(
+    let mut report = render_all(
         &port,
         &reports,
         started.elapsed().as_secs_f64(),
         &mut port_peak,
     );
+    report.push_str(&control_stats(&server));
     println!("{report}");
     let mut status = ping_status(&reports, ping.as_ref());
     if let Some(sr) = reports.first().and_then(|r| r.send.as_ref())
@@ -206,6 +279,7 @@ fn control_loop(
     shared: &[SharedLcoreStats],
     started: WallClock,
     port_peak: &mut PortStats,
+    server: &ControlServer,
 ) {
     let tick = std::time::Duration::from_millis(cfg.stats.interval_ms.min(100));
     let mut last_write = WallClock::now();
@@ -226,12 +300,22 @@ fn control_loop(
                     ..Default::default()
                 })
                 .collect();
-            let text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
+            let mut text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
+            text.push_str(&control_stats(server));
             if let Err(e) = write_atomically(file, &text) {
                 tracing::warn!(file, "cannot write stats file: {e}");
             }
         }
     }
+}
+
+/// The control plane's counters (clients and their resources).
+fn control_stats(server: &ControlServer) -> String {
+    server
+        .service()
+        .lock()
+        .map(|s| s.render_stats())
+        .unwrap_or_else(|p| p.into_inner().render_stats())
 }
 
 /// Field-wise maximum of two snapshots: some PMDs (memif) reset their counters when the
@@ -335,10 +419,9 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         window_scale: u8::try_from(t.window_scale).ok(),
         sack: t.sack,
         timestamps: t.timestamps,
-        cc: if t.cc == "newreno" {
-            CongestionControl::NewReno
-        } else {
-            CongestionControl::Cubic
+        cc: match t.cc.as_str() {
+            "newreno" => CongestionControl::NewReno,
+            _ => CongestionControl::Cubic,
         },
         delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),
         nagle: t.nagle,
@@ -352,6 +435,18 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         rto_min: ms(t.rto_min_ms),
         rto_max: ms(t.rto_max_ms),
         max_ooo_bytes: t.max_ooo_bytes,
+        max_ooo_segments: t.max_ooo_segments,
+        max_ooo_small_segments: t.max_ooo_small_segments,
+        max_ooo_segments_total: if t.max_ooo_mbufs == 0 {
+            cfg.dataplane.mbufs as usize / 4
+        } else {
+            t.max_ooo_mbufs
+        },
+        syn_cookies: t.syn_cookies,
+        syn_backlog: t.syn_backlog,
+        max_connections: t.max_connections,
+        max_listener_connections: t.max_listener_connections,
+        fin_wait2_timeout: (t.fin_wait2_ms > 0).then(|| ms(t.fin_wait2_ms)),
         ..TcpConfig::default()
     }
 }
@@ -394,25 +489,7 @@ fn random_secret() -> [u8; 16] {
 }
 
 fn tcp_fields(s: &TcpStats) -> Vec<(&'static str, u64)> {
-    let mut v = vec![
-        ("segs_in", s.segs_in),
-        ("segs_out", s.segs_out),
-        ("bytes_in", s.bytes_in),
-        ("bytes_out", s.bytes_out),
-        ("retransmissions", s.retransmissions),
-        ("fast_retransmits", s.fast_retransmits),
-        ("rtos", s.rtos),
-        ("ooo_held", s.ooo_held),
-        ("ooo_dropped", s.ooo_dropped),
-        ("bad_checksum", s.bad_checksum),
-        ("malformed", s.malformed),
-        ("challenge_acks", s.challenge_acks),
-        ("resets_sent", s.resets_sent),
-        ("resets_received", s.resets_received),
-        ("paws_drops", s.paws_drops),
-        ("tlp_probes", s.tlp_probes),
-        ("rack_lost", s.rack_lost),
-    ];
+    let mut v = s.fields();
     v.retain(|(_, n)| *n != 0);
     v
 }

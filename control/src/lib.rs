@@ -3,5 +3,9 @@
 
 pub mod config;
 pub mod config_env;
+pub mod crc_choice;
 pub mod daemon;
 pub mod eal_args;
+pub mod embedded;
+pub mod server;
+pub mod service;

@@ -17,9 +17,44 @@ fn run(args: &[&str]) -> (i32, String) {
 fn bad_cli_exits_2_with_usage() {
     let (code, out) = run(&["--frobnicate"]);
     assert_eq!(code, 2, "{out}");
-    assert!(out.contains("usage: iwarpd --config FILE"), "{out}");
+    assert!(
+        out.contains("--frobnicate") && out.contains("Usage: iwarpd"),
+        "{out}"
+    );
     let (code, out) = run(&[]);
     assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("--config <FILE>") && out.contains("--check-config <FILE>"),
+        "{out}"
+    );
+    let (code, out) = run(&["--config", "a.toml", "--check-config", "b.toml"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("cannot be used with"), "{out}");
+    let (code, out) = run(&["--config"]);
+    assert_eq!(code, 2, "{out}");
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let (code, out) = run(&["--help"]);
+    assert_eq!(code, 0, "{out}");
+    for want in [
+        "--config <FILE>",
+        "--check-config <FILE>",
+        "--version",
+        "Exit status",
+    ] {
+        assert!(out.contains(want), "--help lacks {want}: {out}");
+    }
+    let (code, out) = run(&["-h"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = run(&["--version"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with(&format!("iwarpd {}", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
+    assert!(out.contains("ABI"), "{out}");
 }
 
 #[test]
@@ -60,6 +95,16 @@ fn bad_config_names_the_key_and_allowed_values() {
             "[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\n[eal]\nhugepages = 3\n",
             "hugepages",
             "string",
+        ),
+        (
+            "[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\n[mpa]\ncrc = \"sometimes\"\n",
+            "mpa.crc",
+            "\"on\", \"off\" or \"require\"",
+        ),
+        (
+            "[port]\ndevice = \"net_tap0\"\nip = \"10.0.0.1/24\"\n[control]\nsocket = \"x\"\n",
+            "control.socket",
+            "absolute path",
         ),
     ];
     for (i, (text, key, allowed)) in cases.iter().enumerate() {

@@ -204,7 +204,7 @@ impl Netstack {
                     Dispatch::NewConn(h) => {
                         self.dirty.push(h);
                     }
-                    Dispatch::Dropped | Dispatch::Reset => {}
+                    Dispatch::Dropped | Dispatch::Reset | Dispatch::Cookie => {}
                 }
             }
             RxAction::Consumed | RxAction::Dropped(_) => {}
@@ -508,7 +508,7 @@ impl Netstack {
     ) {
         match st.svc {
             Service::Echo(e) => tracing::info!(
-                conn = h.0,
+                conn = %h,
                 bytes = e.bytes,
                 ?reason,
                 "echo connection closed"
@@ -517,7 +517,7 @@ impl Netstack {
                 let bytes = d.bytes;
                 match d.digest() {
                     Some(g) => {
-                        tracing::info!(conn = h.0, bytes, ?reason, sha256 = %g.all, "discard connection closed");
+                        tracing::info!(conn = %h, bytes, ?reason, sha256 = %g.all, "discard connection closed");
                         println!(
                             "iwarpd: discard bytes={bytes} sha256={} body_sha256={} trailer={} trailer_ok={}",
                             g.all,
@@ -527,7 +527,7 @@ impl Netstack {
                         );
                     }
                     None => {
-                        tracing::info!(conn = h.0, bytes, ?reason, "discard connection closed");
+                        tracing::info!(conn = %h, bytes, ?reason, "discard connection closed");
                         println!("iwarpd: discard bytes={bytes}");
                     }
                 }
@@ -573,7 +573,7 @@ impl Netstack {
             self.send_report.secs = (now - t0).as_secs_f64();
         }
         tracing::info!(
-            conn = h.0,
+            conn = %h,
             bytes = total,
             acked,
             ok,
@@ -587,7 +587,7 @@ impl Netstack {
         };
         println!(
             "iwarpd: sender conn={} ok={ok} bytes={total} secs={secs:.3} gbps={gbps:.3} sha256={sha}",
-            h.0
+            h.index()
         );
     }
 }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use netcore::Rng;
+use netcore::crc::Crc32c;
 
 use crate::error::AccessError;
 
@@ -186,7 +187,12 @@ impl AtomicOp {
 /// The data mover the dataplane implements: the only code that touches region bytes.
 pub trait Placer {
     /// Copy `data` to region `mr` at byte `offset` (already bounds-checked by the QP).
-    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8]);
+    ///
+    /// With `crc` (a QP whose [`QpConfig::crc_by_placer`](crate::rdmap::QpConfig) is set and
+    /// CRC negotiated), the implementation also feeds exactly the bytes of `data`, in order, to
+    /// `crc`: the CRC32c of the FPDU is then computed in the same pass as the copy into the
+    /// registered region (DESIGN.md §2.4).
+    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8], crc: Option<&mut Crc32c>);
     /// Copy region bytes `[offset, offset + dst.len())` into `dst` (TX copy mode).
     fn read(&self, mr: MrHandle, offset: u64, dst: &mut [u8]);
     /// Execute an atomic on the 8 bytes at `offset` (big-endian on the wire, native in memory:

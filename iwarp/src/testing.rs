@@ -1,6 +1,7 @@
 //! Test harnesses: a `Vec<u8>`-backed memory table/placer and a [`Pair`] of queue pairs over
 //! an in-memory byte pipe with seeded random segmentation (quinn `Pair` style).
 
+use netcore::crc::Crc32c;
 use netcore::rng::Xoshiro256;
 use netcore::{Instant, Rng};
 
@@ -108,10 +109,13 @@ impl MemoryTable for VecMemory {
 }
 
 impl Placer for VecMemory {
-    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8]) {
+    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8], crc: Option<&mut Crc32c>) {
         let r = &mut self.regions[mr.0 as usize].bytes;
         let o = offset as usize;
         r[o..o + data.len()].copy_from_slice(data);
+        if let Some(c) = crc {
+            c.update(data);
+        }
     }
 
     fn read(&self, mr: MrHandle, offset: u64, dst: &mut [u8]) {

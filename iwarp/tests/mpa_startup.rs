@@ -113,6 +113,11 @@ fn crc_policy_matrix() {
         (Always, Always, Some(true)),
         (Always, Never, None),
         (Never, Always, None),
+        (Require, IfPeerAsks, Some(true)),
+        (Require, Always, Some(true)),
+        (IfPeerAsks, Require, None),
+        (Always, Require, Some(true)),
+        (Require, Never, None),
     ] {
         let (io, ro, _, _) = pair(
             StartupConfig { crc: ip, ..init() },

@@ -30,7 +30,11 @@ fn random_bytes(rng: &mut Xoshiro256, n: usize) -> Vec<u8> {
 }
 
 fn run_all_operations(crc: bool, markers: bool, seed: u64) {
-    let mut p = Pair::new(cfg(crc, markers), cfg(crc, markers), seed);
+    run_all_operations_with(cfg(crc, markers), seed);
+}
+
+fn run_all_operations_with(c: QpConfig, seed: u64) {
+    let mut p = Pair::new(c, c, seed);
     let mut rng = Xoshiro256::seed_from_u64(seed ^ 0x55);
     let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
 
@@ -262,6 +266,17 @@ fn every_operation_crc_off_markers_off() {
 fn every_operation_crc_on_markers_on() {
     for seed in 20..26 {
         run_all_operations(true, true, seed);
+    }
+}
+
+#[test]
+fn every_operation_with_the_crc_computed_by_the_placer() {
+    for (seed, markers) in [(40, false), (41, true), (42, false), (43, true)] {
+        let c = QpConfig {
+            crc_by_placer: true,
+            ..cfg(true, markers)
+        };
+        run_all_operations_with(c, seed);
     }
 }
 

@@ -9,6 +9,7 @@ use iwarp::rdmap::wire::{AtomicRequest, AtomicResponse, Header, Opcode, RdmapPar
 use iwarp::rdmap::{Qp, QpConfig, RecvRequest, Sge, WorkRequest, WrOpcode};
 use iwarp::stag::{Access, AtomicOp, MemoryTable, MrHandle, MrInfo, PdId, Placer, Stag};
 use iwarp::testing::test_now;
+use netcore::crc::Crc32c;
 
 /// cap_rping frame 8: Send, MSN 1, 16 bytes (the payload is rping's start buffer; any 16
 /// bytes do). ULPDU length 34, CRC off (zero).
@@ -72,7 +73,10 @@ impl MemoryTable for FixedMem {
 }
 
 impl Placer for FixedMem {
-    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8]) {
+    fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8], crc: Option<&mut Crc32c>) {
+        if let Some(c) = crc {
+            c.update(data);
+        }
         let o = offset as usize;
         self.regions[mr.0 as usize].1[o..o + data.len()].copy_from_slice(data);
     }

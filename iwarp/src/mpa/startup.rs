@@ -43,6 +43,16 @@ pub enum CrcPolicy {
     IfPeerAsks,
     /// Always ask.
     Always,
+    /// Always ask, and refuse a peer whose Request (responder) or Reply (initiator) does not
+    /// set C (what siw's `crc` build does as initiator).
+    Require,
+}
+
+impl CrcPolicy {
+    /// Whether we set C in our Request/Reply.
+    fn asks(self) -> bool {
+        matches!(self, CrcPolicy::Always | CrcPolicy::Require)
+    }
 }
 
 /// The RTR message types we offer (initiator) or accept (responder).
@@ -338,7 +348,7 @@ impl Startup {
             let req = Repr {
                 kind: FrameKind::Request,
                 markers: s.cfg.markers_rx,
-                crc: s.cfg.crc == CrcPolicy::Always,
+                crc: s.cfg.crc.asks(),
                 reject: false,
                 revision: s.cfg.revision,
                 ird_ord: io,
@@ -474,7 +484,9 @@ impl Startup {
         } else if req.markers && !self.cfg.markers_tx_supported {
             // siw answers M=1 with a Reject too (README §5.5).
             Some(RejectReason::Markers)
-        } else if req.crc && self.cfg.crc == CrcPolicy::Never {
+        } else if (req.crc && self.cfg.crc == CrcPolicy::Never)
+            || (!req.crc && self.cfg.crc == CrcPolicy::Require)
+        {
             Some(RejectReason::Crc)
         } else {
             None
@@ -526,7 +538,7 @@ impl Startup {
         let crc = match self.cfg.crc {
             CrcPolicy::Never => false,
             CrcPolicy::IfPeerAsks => req.crc,
-            CrcPolicy::Always => true,
+            CrcPolicy::Always | CrcPolicy::Require => true,
         };
         let mut rtr = None;
         let mut io = None;
@@ -628,7 +640,9 @@ impl Startup {
         if rep.markers && !self.cfg.markers_tx_supported {
             return self.fail(StartupError::Incompatible(RejectReason::Markers));
         }
-        if rep.crc && self.cfg.crc == CrcPolicy::Never {
+        if (rep.crc && self.cfg.crc == CrcPolicy::Never)
+            || (!rep.crc && self.cfg.crc == CrcPolicy::Require)
+        {
             return self.fail(StartupError::Incompatible(RejectReason::Crc));
         }
         let (mut ird, mut ord) = (self.cfg.ird, self.cfg.ord);
@@ -649,7 +663,7 @@ impl Startup {
         }
         self.state = State::Done(Outcome::Established(Established {
             revision: rep.revision,
-            crc: rep.crc || self.cfg.crc == CrcPolicy::Always,
+            crc: rep.crc || self.cfg.crc.asks(),
             markers_rx: self.cfg.markers_rx,
             markers_tx: rep.markers,
             ird,

@@ -16,8 +16,11 @@
 //! - [`Qp::poll_completion`]: CQE data.
 //!
 //! The region bytes and STag table are the caller's (a [`Memory`]); the QP keeps no pointer to
-//! them between calls. Send/Write WRs complete when their last FPDU has been handed out; a
-//! dataplane that wants "complete on TCP ACK" defers the CQE itself.
+//! them between calls. Send/Write WRs complete when their last FPDU has been handed out, or,
+//! with [`QpConfig::complete_on_ack`], when the caller reports that FPDU acknowledged by the
+//! LLP ([`TxSegment::completion`] -> [`Qp::handle_acked`]; DESIGN.md §2.5). Either way SQ
+//! completions come out in posting order, and a QP entering ERROR flushes every WR that has
+//! not completed, including those whose FPDUs are sent but not yet acknowledged.
 
 use std::collections::VecDeque;
 
@@ -29,7 +32,7 @@ use crate::mpa::{Deframer, DeframerConfig, Framer, FramerConfig};
 use crate::rdmap::rtr::Rtr;
 use crate::rdmap::rx::RxState;
 use crate::rdmap::terminate::{TermLayout, TerminateHdr};
-use crate::rdmap::tx::{TxMsg, TxSegment};
+use crate::rdmap::tx::{SqToken, TxMsg, TxSegment};
 use crate::rdmap::wire::qn;
 use crate::stag::{MemoryTable, MrHandle, PdId, Placer, Stag};
 
@@ -73,6 +76,15 @@ pub struct QpConfig {
     /// Peer-to-peer mode: the RTR this side sends first or expects first (RFC 6581 §5; see
     /// [`crate::rdmap::rtr`]). `None` without peer-to-peer mode.
     pub rtr: Option<Rtr>,
+    /// The [`Placer`] computes the CRC32c of the payload it places (fused with the copy,
+    /// DESIGN.md §2.4): the deframer runs in CRC-by-caller mode and the QP feeds it the header
+    /// and discarded bytes itself.
+    pub crc_by_placer: bool,
+    /// Send and Write work requests complete when the caller reports their last FPDU
+    /// acknowledged by the LLP ([`Qp::handle_acked`] with the segment's
+    /// [`TxSegment::completion`](crate::rdmap::TxSegment::completion) token; DESIGN.md §2.5),
+    /// instead of when their last FPDU is handed out.
+    pub complete_on_ack: bool,
 }
 
 impl Default for QpConfig {
@@ -86,6 +98,8 @@ impl Default for QpConfig {
             markers_tx: false,
             term_layout_hint: TermLayout::Rfc,
             rtr: None,
+            crc_by_placer: false,
+            complete_on_ack: false,
         }
     }
 }
@@ -293,6 +307,9 @@ pub struct Qp {
     pub(crate) sq_slots: VecDeque<Option<Option<Completion>>>,
     pub(crate) sq_base: u64,
     pub(crate) sq_next: u64,
+    /// With `complete_on_ack`: WRs whose last FPDU is out, waiting for the LLP's ACK, oldest
+    /// first: (send-queue sequence, id, opcode, the completion to deliver on success).
+    pub(crate) wait_ack: VecDeque<(u64, u64, CqOpcode, Option<Completion>)>,
     pub(crate) local_error: FirstError,
     pub(crate) remote_term: Option<TerminateHdr>,
     pub(crate) scratch: Vec<u8>,
@@ -311,6 +328,7 @@ impl Qp {
             deframer: Deframer::new(DeframerConfig {
                 crc: cfg.crc,
                 markers: cfg.markers_rx,
+                crc_data_by_caller: cfg.crc_by_placer,
                 ..Default::default()
             }),
             framer: Framer::new(FramerConfig {
@@ -331,6 +349,7 @@ impl Qp {
             sq_slots: VecDeque::new(),
             sq_base: 0,
             sq_next: 0,
+            wait_ack: VecDeque::new(),
             local_error: FirstError::default(),
             remote_term: None,
             scratch: vec![0; usize::from(u16::MAX)],
@@ -387,6 +406,37 @@ impl Qp {
             && self.irq.is_empty()
             && self.cur_tx.is_none()
             && self.term_tx.is_none()
+            && self.wait_ack.is_empty()
+    }
+
+    /// The LLP acknowledged the last FPDU of the WR behind `token` (with
+    /// [`QpConfig::complete_on_ack`]): its completion is released, in posting order.
+    pub fn handle_acked(&mut self, token: SqToken) {
+        let Some(i) = self.wait_ack.iter().position(|w| w.0 == token.0) else {
+            return;
+        };
+        if let Some((seq, _, _, cqe)) = self.wait_ack.remove(i) {
+            self.sq_done(seq, cqe);
+        }
+    }
+
+    /// Number of WRs waiting for the LLP's acknowledgement.
+    pub fn awaiting_ack(&self) -> usize {
+        self.wait_ack.len()
+    }
+
+    /// True while an FPDU is partly received (the deframer is between an FPDU's first and
+    /// last octet): a stream that ends or stalls now breaks an FPDU.
+    pub fn rx_in_progress(&self) -> bool {
+        !self.deframer.at_boundary()
+    }
+
+    /// Stop the stream for a reason found outside the protocol (an FPDU half-received past a
+    /// timeout, a stream cut inside an FPDU, a corrupt work queue): record `code` as the first
+    /// error and queue a Terminate carrying it without offending headers (RFC 5040 §4.8,
+    /// §7.1). The QP enters ERROR once the Terminate is out. No-op after an earlier error.
+    pub fn abort(&mut self, code: TermCode) {
+        self.fail(code, TerminateHdr::new(code, None, None));
     }
 
     /// The LLP stream closed gracefully (FIN exchanged). A closing, quiescent QP goes back to
@@ -511,35 +561,41 @@ impl Qp {
         }
     }
 
-    /// Enter ERROR and flush every outstanding WR (RFC 5040 §5.1; verbs flush semantics).
+    /// Enter ERROR and flush every outstanding WR (RFC 5040 §5.1; verbs flush semantics), in
+    /// posting order: completions already earned come out as they are, every WR still running
+    /// (being sent, waiting for a response or for the LLP's ACK) and every queued WR is flushed.
     pub(crate) fn enter_error(&mut self) {
         if self.state == QpState::Error {
             return;
         }
         self.state = QpState::Error;
-        let flushed = |wr_id, opcode| Completion {
-            wr_id,
-            opcode,
-            status: WcStatus::Flushed,
-            byte_len: 0,
-            imm: None,
-            invalidated: None,
-            solicited: false,
-        };
-        for c in self.sq_slots.drain(..).flatten().flatten() {
-            self.cq.push_back(c);
-        }
-        self.sq_base = self.sq_next;
+        let mut running: Vec<(u64, u64, CqOpcode)> = Vec::new();
         if let Some(m) = self.cur_tx.take()
             && let Some(wr) = m.wr
         {
-            self.cq
-                .push_back(flushed(wr.wr_id, sq_cq_opcode(wr.opcode)));
+            running.push((m.seq, wr.wr_id, sq_cq_opcode(wr.opcode)));
         }
         for o in self.orq.drain(..).filter(|o| !o.rtr) {
-            self.cq
-                .push_back(flushed(o.wr.wr_id, sq_cq_opcode(o.wr.opcode)));
+            running.push((o.seq, o.wr.wr_id, sq_cq_opcode(o.wr.opcode)));
         }
+        running.extend(
+            self.wait_ack
+                .drain(..)
+                .map(|(seq, id, op, _)| (seq, id, op)),
+        );
+        for (i, slot) in self.sq_slots.drain(..).enumerate() {
+            let seq = self.sq_base + i as u64;
+            match slot {
+                Some(Some(c)) => self.cq.push_back(c),
+                Some(None) => {}
+                None => {
+                    if let Some(&(_, id, op)) = running.iter().find(|r| r.0 == seq) {
+                        self.cq.push_back(flushed(id, op));
+                    }
+                }
+            }
+        }
+        self.sq_base = self.sq_next;
         for wr in self.sq.drain(..) {
             self.cq
                 .push_back(flushed(wr.wr_id, sq_cq_opcode(wr.opcode)));
@@ -551,6 +607,19 @@ impl Qp {
             self.cq.push_back(flushed(rr.wr_id, CqOpcode::Recv));
         }
         self.irq.clear();
+    }
+}
+
+/// A flushed completion (RFC 5040 §5.1; verbs `IBV_WC_WR_FLUSH_ERR`).
+pub(crate) fn flushed(wr_id: u64, opcode: CqOpcode) -> Completion {
+    Completion {
+        wr_id,
+        opcode,
+        status: WcStatus::Flushed,
+        byte_len: 0,
+        imm: None,
+        invalidated: None,
+        solicited: false,
     }
 }
 

@@ -7,6 +7,8 @@
 //! for the MPA `End` event (CRC verified). The first error stops the stream and queues the
 //! Terminate (RFC 5040 §7.1: "the first error").
 
+use netcore::crc::Crc32c;
+
 use crate::ddp::wire::{self as ddp, DdpBuf};
 use crate::error::{DdpError, Layer, RdmapError, TermCode, rdmap_etype};
 use crate::mpa::Deframed;
@@ -86,8 +88,14 @@ impl Default for RxState {
     }
 }
 
-/// Copy `data` into the SGE list at message offset `off`.
-fn place_sges(mem: &mut dyn Memory, sges: &[Sge], mut off: u64, mut data: &[u8]) {
+/// Copy `data` into the SGE list at message offset `off`, feeding `crc` with every byte.
+fn place_sges(
+    mem: &mut dyn Memory,
+    sges: &[Sge],
+    mut off: u64,
+    mut data: &[u8],
+    mut crc: Option<&mut Crc32c>,
+) {
     for s in sges {
         if data.is_empty() {
             return;
@@ -99,9 +107,13 @@ fn place_sges(mem: &mut dyn Memory, sges: &[Sge], mut off: u64, mut data: &[u8])
         }
         let n = ((len - off) as usize).min(data.len());
         let (now, rest) = data.split_at(n);
-        mem.place(s.mr, s.offset + off, now);
+        mem.place(s.mr, s.offset + off, now, crc.as_deref_mut());
         data = rest;
         off = 0;
+    }
+    // Bytes beyond the SGEs (the length was checked, so none in practice) still count.
+    if let Some(c) = crc {
+        c.update(data);
     }
 }
 
@@ -189,12 +201,18 @@ impl Qp {
         if !self.rx.in_fpdu {
             return Ok(());
         }
+        // With the CRC by the placer, every ULPDU byte is fed to the deframer's CRC here or in
+        // `Placer::place`, exactly once and in stream order.
+        let by_placer = self.cfg.crc_by_placer && self.cfg.crc;
         if self.rx.header.is_none() {
             let rx = &mut self.rx;
             while rx.header.is_none() && !d.is_empty() {
                 let want = if rx.hdr_len == 0 { 2 } else { rx.hdr_len };
                 let n = want.saturating_sub(rx.have).min(d.len());
                 let (take, rest) = d.split_at(n);
+                if by_placer {
+                    self.deframer.crc_data(take);
+                }
                 rx.hdr[rx.have..rx.have + n].copy_from_slice(take);
                 rx.have += n;
                 d = rest;
@@ -220,12 +238,17 @@ impl Qp {
             return Ok(());
         }
         let placed = self.rx.placed;
-        match self.rx.sink {
-            Sink::Discard => {}
-            Sink::Region { mr, offset } => mem.place(mr, offset + placed, d),
-            Sink::Recv { mo } => {
-                if let Some(rr) = &self.rx.cur_recv {
-                    place_sges(mem, &rr.sges, mo + placed, d);
+        let crc = if by_placer {
+            Some(self.deframer.crc_state())
+        } else {
+            None
+        };
+        match (self.rx.sink, &self.rx.cur_recv) {
+            (Sink::Region { mr, offset }, _) => mem.place(mr, offset + placed, d, crc),
+            (Sink::Recv { mo }, Some(rr)) => place_sges(mem, &rr.sges, mo + placed, d, crc),
+            (Sink::Discard | Sink::Recv { .. }, _) => {
+                if let Some(c) = crc {
+                    c.update(d);
                 }
             }
         }
@@ -445,7 +468,7 @@ impl Qp {
                             (self.orq.pop_front(), h.rdmap)
                         {
                             if let Some(s) = o.wr.sges.first() {
-                                mem.place(s.mr, s.offset, &a.orig.to_ne_bytes());
+                                mem.place(s.mr, s.offset, &a.orig.to_ne_bytes(), None);
                             }
                             let cqe = o.wr.flags.signaled.then_some(Completion {
                                 wr_id: o.wr.wr_id,

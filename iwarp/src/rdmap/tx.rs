@@ -32,6 +32,12 @@ pub struct Piece {
     pub len: u32,
 }
 
+/// Identifies a send-queue work request waiting for the LLP's acknowledgement
+/// ([`QpConfig::complete_on_ack`](crate::rdmap::QpConfig)): carried by the WR's last segment,
+/// handed back to [`Qp::handle_acked`] once the LLP acknowledged that segment's last octet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SqToken(pub u64);
+
 /// One DDP segment to send: header bytes, then the payload gathered from `pieces()`.
 #[derive(Debug, Clone)]
 pub struct TxSegment {
@@ -39,6 +45,7 @@ pub struct TxSegment {
     hdr_len: usize,
     pieces: [Piece; MAX_PIECES],
     npieces: usize,
+    completion: Option<SqToken>,
 }
 
 impl TxSegment {
@@ -53,6 +60,11 @@ impl TxSegment {
     /// ULPDU length (header + payload).
     pub fn ulpdu_len(&self) -> usize {
         self.hdr_len + self.pieces().iter().map(|p| p.len as usize).sum::<usize>()
+    }
+    /// The WR this segment ends, when it completes on the LLP's acknowledgement: pass the
+    /// token to [`Qp::handle_acked`] once every octet of the segment's FPDU is acknowledged.
+    pub fn completion(&self) -> Option<SqToken> {
+        self.completion
     }
     /// This is a Terminate (the QP enters ERROR once it is out).
     pub fn is_terminate(&self) -> bool {
@@ -87,7 +99,7 @@ pub(crate) struct TxMsg {
     /// Byte length for the completion (the Write's length for Write with Immediate).
     report_len: u64,
     /// Send-queue sequence number (0 for responses).
-    seq: u64,
+    pub(crate) seq: u64,
     pub(crate) wr: Option<WorkRequest>,
     after: After,
 }
@@ -344,6 +356,7 @@ impl Qp {
             hdr_len: 0,
             pieces: [Piece::default(); MAX_PIECES],
             npieces: 0,
+            completion: None,
         };
         if hdr.buffer_len() > max_ulpdu.min(SEG_HDR_CAP) {
             // Too small a segment for now: keep it for the next poll.
@@ -393,6 +406,7 @@ impl Qp {
             hdr_len: 0,
             pieces: [Piece::default(); MAX_PIECES],
             npieces: 0,
+            completion: None,
         };
         let mut chunk = remaining.min(room);
         match m.src {
@@ -445,26 +459,33 @@ impl Qp {
         if last {
             let done = self.cur_tx.take();
             if let Some(done) = done {
-                self.finish(done);
+                seg.completion = self.finish(done);
             }
         }
         Some(seg)
     }
 
-    fn finish(&mut self, m: TxMsg) {
-        let Some(wr) = m.wr else { return };
+    /// The last segment of `m` is out. Returns the token to wait for when the WR completes on
+    /// the LLP's acknowledgement.
+    fn finish(&mut self, m: TxMsg) -> Option<SqToken> {
+        let wr = m.wr?;
         match m.after {
             After::Nothing => {}
             After::Complete => {
+                let opcode = sq_cq_opcode(wr.opcode);
                 let cqe = wr.flags.signaled.then_some(Completion {
                     wr_id: wr.wr_id,
-                    opcode: sq_cq_opcode(wr.opcode),
+                    opcode,
                     status: WcStatus::Success,
                     byte_len: m.report_len,
                     imm: None,
                     invalidated: None,
                     solicited: false,
                 });
+                if self.cfg.complete_on_ack {
+                    self.wait_ack.push_back((m.seq, wr.wr_id, opcode, cqe));
+                    return Some(SqToken(m.seq));
+                }
                 self.sq_done(m.seq, cqe);
             }
             After::ThenImmediate => {
@@ -494,5 +515,6 @@ impl Qp {
             }
             After::ToOrq(o) => self.orq.push_back(o),
         }
+        None
     }
 }

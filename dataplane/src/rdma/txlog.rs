@@ -1,0 +1,701 @@
+//! The per-connection FPDU log: every byte we queued on the TCP stream, by stream offset, until
+//! TCP reports it acknowledged (DESIGN.md §2.6; the transmit-contract finding of issue 7).
+//!
+//! TCP only tracks stream offsets and reads the bytes again through [`SendSource`] on every
+//! (re)transmission, possibly from the middle of a record (a tail-loss probe sends "the last
+//! segment's worth" of the outstanding range). So each record keeps what is needed to
+//! regenerate its bytes exactly: inline bytes (an MPA Request/Reply, or the length field and
+//! DDP/RDMAP header of a gathered FPDU, or a whole FPDU built with markers), the registered
+//! region ranges of the payload (with an `Arc` of each region, so a deregistration cannot pull
+//! the memory away), and the pad + CRC trailer. The CRC is computed once, over the region
+//! bytes, when the record is built; with software TCP checksums the ones-complement sum of the
+//! record is computed in the same pass ([`SendSource::checksum`] answers from it).
+//!
+//! When `Event::Acked { upto }` arrives, [`TxLog::ack`] drops the records below `upto` and
+//! returns the completion tokens of the work requests they ended, so the QP completes a
+//! Send/Write only once TCP has its last byte acknowledged.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use iwarp::mpa::Framer;
+use iwarp::rdmap::{SqToken, TxSegment};
+use netcore::crc::Crc32c;
+use tcp::SendSource;
+use tcp::wire::{combine, ones_complement_sum};
+
+use super::memory::{QpMemory, Region};
+
+/// Most region ranges per record (one DDP segment gathers at most this many).
+const MAX_PIECES: usize = iwarp::rdmap::tx::MAX_PIECES;
+/// Length field + the largest DDP/RDMAP header a segment carries.
+const HEAD_CAP: usize = 2 + 96;
+
+/// Running ones-complement sum of a byte string fed in pieces of any length.
+#[derive(Debug, Clone, Copy, Default)]
+struct Csum {
+    sum: u16,
+    odd: bool,
+}
+
+impl Csum {
+    fn add(&mut self, b: &[u8]) {
+        if b.is_empty() {
+            return;
+        }
+        let s = ones_complement_sum(b);
+        // A piece that starts at an odd position contributes its bytes in the other halves of
+        // the 16-bit words: its sum is byte-swapped (RFC 1071 §2(B)).
+        self.sum = combine(self.sum, if self.odd { s.swap_bytes() } else { s });
+        self.odd ^= b.len() % 2 == 1;
+    }
+}
+
+/// Inline bytes of a record.
+#[derive(Debug, Clone)]
+enum Head {
+    Fixed([u8; HEAD_CAP], u8),
+    Owned(Vec<u8>),
+}
+
+impl Head {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Head::Fixed(b, n) => b.get(..usize::from(*n)).unwrap_or(&[]),
+            Head::Owned(v) => v,
+        }
+    }
+}
+
+/// A payload range in a registered region.
+#[derive(Debug, Clone)]
+struct Piece {
+    region: Arc<Region>,
+    offset: u64,
+    len: u32,
+}
+
+/// One record: an MPA frame or one FPDU (the unit TCP never splits across segments).
+#[derive(Debug, Clone)]
+struct Record {
+    start: u64,
+    len: u32,
+    head: Head,
+    pieces: [Option<Piece>; MAX_PIECES],
+    trailer: [u8; 7],
+    tlen: u8,
+    token: Option<SqToken>,
+    /// Ones-complement sum of the whole record (when computed).
+    sum: Option<u16>,
+}
+
+/// A part of the stream for zero-copy transmission: inline bytes or a region range.
+#[derive(Debug, Clone, Copy)]
+pub enum Part<'a> {
+    /// Bytes owned by the log (headers, trailers, MPA frames).
+    Bytes(&'a [u8]),
+    /// `len` bytes at `offset` of a registered region.
+    Region {
+        /// The region.
+        region: &'a Arc<Region>,
+        /// Byte offset in the region.
+        offset: u64,
+        /// Length.
+        len: u32,
+    },
+}
+
+impl Record {
+    fn end(&self) -> u64 {
+        self.start + u64::from(self.len)
+    }
+
+    /// The record's parts in order.
+    fn parts(&self) -> impl Iterator<Item = Part<'_>> {
+        let head = std::iter::once(Part::Bytes(self.head.bytes()));
+        let pieces = self.pieces.iter().flatten().map(|p| Part::Region {
+            region: &p.region,
+            offset: p.offset,
+            len: p.len,
+        });
+        let trailer = std::iter::once(Part::Bytes(
+            self.trailer.get(..usize::from(self.tlen)).unwrap_or(&[]),
+        ));
+        head.chain(pieces).chain(trailer)
+    }
+}
+
+impl Part<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Part::Bytes(b) => b.len(),
+            Part::Region { len, .. } => *len as usize,
+        }
+    }
+}
+
+/// Why a segment could not be logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogError {
+    /// A payload range names a region this QP cannot see any more (deregistered while in use):
+    /// the bytes are sent as zeros.
+    RegionGone,
+}
+
+/// The per-connection log (see the module docs).
+#[derive(Debug, Default)]
+pub struct TxLog {
+    recs: VecDeque<Record>,
+    /// Stream offset of the first byte not yet logged.
+    end: u64,
+    /// Compute the ones-complement sum of each record (software TCP checksums).
+    sums: bool,
+    scratch: Vec<u8>,
+    /// Records built with a region that was gone.
+    pub region_gone: u64,
+}
+
+impl TxLog {
+    /// An empty log at stream offset 0; `sums`: precompute TCP checksum sums.
+    pub fn new(sums: bool) -> Self {
+        TxLog {
+            sums,
+            ..Default::default()
+        }
+    }
+
+    /// Stream offset after the last logged byte.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Stream offset of the oldest byte still held.
+    pub fn start(&self) -> u64 {
+        self.recs.front().map_or(self.end, |r| r.start)
+    }
+
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// Nothing held (everything acknowledged).
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+
+    fn push(&mut self, mut r: Record) -> u32 {
+        r.start = self.end;
+        self.end += u64::from(r.len);
+        let len = r.len;
+        self.recs.push_back(r);
+        len
+    }
+
+    /// Log raw bytes (an MPA Request/Reply, or an FPDU framed in copy mode); returns the
+    /// record length to queue with `Connection::send_record`.
+    pub fn push_bytes(&mut self, bytes: &[u8], token: Option<SqToken>) -> u32 {
+        let sum = self.sums.then(|| ones_complement_sum(bytes));
+        self.push(Record {
+            start: 0,
+            len: bytes.len() as u32,
+            head: Head::Owned(bytes.to_vec()),
+            pieces: Default::default(),
+            trailer: [0; 7],
+            tlen: 0,
+            token,
+            sum,
+        })
+    }
+
+    /// Log one FPDU in gather mode (markers off): the length field and DDP/RDMAP header
+    /// inline, the payload as region ranges, the CRC computed over the region bytes now.
+    /// Returns the FPDU's length.
+    pub fn push_gather(
+        &mut self,
+        framer: &mut Framer,
+        seg: &TxSegment,
+        mem: &mut QpMemory,
+    ) -> Result<u32, LogError> {
+        let hdr = seg.header();
+        let ulpdu = u16::try_from(seg.ulpdu_len()).unwrap_or(u16::MAX);
+        let Ok(mut g) = framer.gather(ulpdu) else {
+            // Markers on: the caller uses push_copy. Never reached with markers off.
+            return self.push_copy(framer, seg, mem).map(|(n, _)| n);
+        };
+        let mut head = [0u8; HEAD_CAP];
+        let prefix = g.prefix();
+        head[..2].copy_from_slice(&prefix);
+        head[2..2 + hdr.len()].copy_from_slice(hdr);
+        let head_len = 2 + hdr.len();
+        g.update(hdr);
+        let mut csum = Csum::default();
+        if self.sums {
+            csum.add(&head[..head_len]);
+        }
+        let mut pieces: [Option<Piece>; MAX_PIECES] = Default::default();
+        let mut gone = false;
+        for (slot, p) in pieces.iter_mut().zip(seg.pieces()) {
+            let region = mem.region(p.mr);
+            let ok = region.as_ref().is_some_and(|r| {
+                r.scan(p.offset, p.len as usize, |chunk| {
+                    g.update(chunk);
+                    if self.sums {
+                        csum.add(chunk);
+                    }
+                })
+            });
+            if !ok {
+                gone = true;
+                let zeros = vec![0u8; p.len as usize];
+                g.update(&zeros);
+                if self.sums {
+                    csum.add(&zeros);
+                }
+            }
+            *slot = region.map(|region| Piece {
+                region,
+                offset: p.offset,
+                len: p.len,
+            });
+        }
+        let t = g.trailer();
+        let tb = t.as_slice();
+        if self.sums {
+            csum.add(tb);
+        }
+        let mut trailer = [0u8; 7];
+        trailer[..tb.len()].copy_from_slice(tb);
+        if gone {
+            self.region_gone += 1;
+            // Keep the stream consistent: send the FPDU with zeros where the region was.
+            let mut bytes = head[..head_len].to_vec();
+            bytes.resize(head_len + seg.ulpdu_len() - hdr.len(), 0);
+            bytes.extend_from_slice(tb);
+            self.push_bytes(&bytes, seg.completion());
+            return Err(LogError::RegionGone);
+        }
+        let len = (head_len + seg.ulpdu_len() - hdr.len() + tb.len()) as u32;
+        Ok(self.push(Record {
+            start: 0,
+            len,
+            head: Head::Fixed(head, head_len as u8),
+            pieces,
+            trailer,
+            tlen: tb.len() as u8,
+            token: seg.completion(),
+            sum: self.sums.then_some(csum.sum),
+        }))
+    }
+
+    /// Log one FPDU in copy mode (markers on: their positions depend on the stream offset, so
+    /// the framer writes the whole FPDU). Returns the FPDU's length and its CRC field.
+    pub fn push_copy(
+        &mut self,
+        framer: &mut Framer,
+        seg: &TxSegment,
+        mem: &mut QpMemory,
+    ) -> Result<(u32, [u8; 4]), LogError> {
+        let mut payload = std::mem::take(&mut self.scratch);
+        payload.clear();
+        let mut gone = false;
+        for p in seg.pieces() {
+            let at = payload.len();
+            payload.resize(at + p.len as usize, 0);
+            let ok = mem
+                .region(p.mr)
+                .is_some_and(|r| r.read(p.offset, &mut payload[at..]));
+            gone |= !ok;
+        }
+        let ulpdu = seg.ulpdu_len();
+        let mut out = vec![0u8; framer.fpdu_len(ulpdu)];
+        let n = framer
+            .frame(&[seg.header(), &payload], &mut out)
+            .unwrap_or(0);
+        out.truncate(n);
+        self.scratch = payload;
+        let mut crc = [0u8; 4];
+        if let Some(c) = out.get(n.saturating_sub(4)..) {
+            crc.copy_from_slice(c);
+        }
+        let len = self.push_bytes(&out, seg.completion());
+        if gone {
+            self.region_gone += 1;
+            return Err(LogError::RegionGone);
+        }
+        Ok((len, crc))
+    }
+
+    /// TCP acknowledged everything below `upto`: drop those records and return the
+    /// completion tokens of the work requests they ended (in stream order).
+    pub fn ack(&mut self, upto: u64, tokens: &mut Vec<SqToken>) {
+        while let Some(r) = self.recs.front() {
+            if r.end() > upto {
+                break;
+            }
+            if let Some(t) = r.token {
+                tokens.push(t);
+            }
+            self.recs.pop_front();
+        }
+    }
+
+    /// Index of the record holding stream offset `off`.
+    fn find(&self, off: u64) -> Option<usize> {
+        let i = self.recs.partition_point(|r| r.end() <= off);
+        self.recs.get(i).filter(|r| r.start <= off).map(|_| i)
+    }
+
+    /// Visit the parts of stream range `[off, off + len)` in order, clipped to the range
+    /// (for zero-copy transmission). Stops early when `f` returns false. Bytes outside the log
+    /// are not visited.
+    pub fn for_each_part<'a>(
+        &'a self,
+        off: u64,
+        len: usize,
+        mut f: impl FnMut(Part<'a>) -> bool,
+    ) -> usize {
+        let Some(mut i) = self.find(off) else {
+            return 0;
+        };
+        let mut at = off;
+        let end = off + len as u64;
+        while at < end {
+            let Some(r) = self.recs.get(i) else { break };
+            let mut p_start = r.start;
+            for p in r.parts() {
+                let p_end = p_start + p.len() as u64;
+                if p_end > at && p_start < end {
+                    let from = (at - p_start) as usize;
+                    let to = (end.min(p_end) - p_start) as usize;
+                    let clipped = match p {
+                        Part::Bytes(b) => Part::Bytes(b.get(from..to).unwrap_or(&[])),
+                        Part::Region { region, offset, .. } => Part::Region {
+                            region,
+                            offset: offset + from as u64,
+                            len: (to - from) as u32,
+                        },
+                    };
+                    if !f(clipped) {
+                        return (at - off) as usize;
+                    }
+                    at = p_start + to as u64;
+                }
+                p_start = p_end;
+            }
+            i += 1;
+        }
+        (at - off) as usize
+    }
+}
+
+impl SendSource for TxLog {
+    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+        let mut w = 0;
+        let done = self.for_each_part(stream_offset, dst.len(), |p| {
+            let n = p.len();
+            let Some(d) = dst.get_mut(w..w + n) else {
+                return false;
+            };
+            match p {
+                Part::Bytes(b) => d.copy_from_slice(b),
+                Part::Region { region, offset, .. } => {
+                    region.read(offset, d);
+                }
+            }
+            w += n;
+            true
+        });
+        if let Some(rest) = dst.get_mut(done..) {
+            rest.fill(0);
+        }
+    }
+
+    fn checksum(&mut self, stream_offset: u64, len: usize) -> u16 {
+        // One whole record (the usual case): the sum computed when it was built.
+        if let Some(i) = self.find(stream_offset)
+            && let Some(r) = self.recs.get(i)
+            && r.start == stream_offset
+            && r.len as usize == len
+            && let Some(s) = r.sum
+        {
+            return s;
+        }
+        let mut csum = Csum::default();
+        self.for_each_part(stream_offset, len, |p| {
+            match p {
+                Part::Bytes(b) => csum.add(b),
+                Part::Region {
+                    region,
+                    offset,
+                    len,
+                } => {
+                    region.scan(offset, len as usize, |c| csum.add(c));
+                }
+            }
+            true
+        });
+        // Bytes beyond the log read as zeros and add nothing to the sum.
+        csum.sum
+    }
+}
+
+/// CRC32c of `bytes` (tests and diagnostics).
+pub fn crc_of(bytes: &[u8]) -> u32 {
+    let mut c = Crc32c::new();
+    c.update(bytes);
+    c.value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdma::ids::ClientId;
+    use crate::rdma::memory::{HeapMemory, MemTable, MrRequest};
+    use iwarp::mpa::{Deframed, Deframer, DeframerConfig, FramerConfig};
+    use iwarp::rdmap::{Qp, QpConfig, WorkRequest, WrOpcode};
+    use iwarp::stag::{Access, PdId, Stag};
+
+    struct Setup {
+        qp: Qp,
+        mem: QpMemory,
+        table: Arc<MemTable>,
+        lkey: iwarp::stag::MrHandle,
+        data: Vec<u8>,
+    }
+
+    fn setup(len: usize) -> Setup {
+        let table = MemTable::new(8, 9);
+        let heap = HeapMemory::new(len);
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+        heap.fill(0, &data);
+        let k = table
+            .register(MrRequest {
+                owner: ClientId(1),
+                pd: PdId(1),
+                mem: heap,
+                offset: 0,
+                len,
+                base_to: 0,
+                access: Access::LOCAL_READ | Access::LOCAL_WRITE,
+                remote_invalidate: false,
+            })
+            .unwrap();
+        let mut qp = Qp::new(QpConfig {
+            pd: PdId(1),
+            crc: true,
+            complete_on_ack: true,
+            ..Default::default()
+        });
+        qp.establish();
+        let mem = QpMemory::new(table.clone(), ClientId(1), PdId(1));
+        Setup {
+            qp,
+            mem,
+            table,
+            lkey: k.lkey,
+            data,
+        }
+    }
+
+    fn sge(s: &Setup, off: u64, len: u32) -> iwarp::rdmap::Sge {
+        iwarp::rdmap::Sge {
+            mr: s.lkey,
+            offset: off,
+            len,
+        }
+    }
+
+    /// A log holding an MPA frame, then a Write of `len` bytes and a Send of 1 byte, framed for
+    /// `emss`. Returns the log and the record lengths.
+    fn build(s: &mut Setup, crc: bool, emss: usize, sums: bool) -> (TxLog, Vec<u32>) {
+        let mut log = TxLog::new(sums);
+        let mut lens = vec![log.push_bytes(b"MPA ID Req Frame\x80\x01\x00\x00", None)];
+        let mut w = WorkRequest::new(7, WrOpcode::Write, vec![sge(s, 3, 5000)]);
+        w.remote_stag = Stag(0x100);
+        s.qp.post_send(w).unwrap();
+        s.qp.post_send(WorkRequest::new(8, WrOpcode::Send, vec![sge(s, 1, 1)]))
+            .unwrap();
+        let mut framer = Framer::new(FramerConfig {
+            crc,
+            markers: false,
+            stream_pos: 0,
+        });
+        let max = iwarp::mpa::framer::max_ulpdu_len_any_pos(emss, false);
+        while let Some(seg) = s.qp.poll_segment(max, &mut s.mem) {
+            lens.push(log.push_gather(&mut framer, &seg, &mut s.mem).unwrap());
+        }
+        (log, lens)
+    }
+
+    fn whole(log: &mut TxLog) -> Vec<u8> {
+        let mut v = vec![0u8; (log.end() - log.start()) as usize];
+        let s = log.start();
+        log.read(s, &mut v);
+        v
+    }
+
+    /// Deframe `fpdus` with CRC checking; returns the ULPDUs.
+    fn deframe(fpdus: &[u8], crc: bool) -> Vec<Vec<u8>> {
+        let mut d = Deframer::new(DeframerConfig {
+            crc,
+            ..Default::default()
+        });
+        let mut out = Vec::new();
+        let mut i = 0;
+        loop {
+            let (n, ev) = d.deframe(&fpdus[i..]);
+            i += n;
+            match ev {
+                None => return out,
+                Some(Ok(Deframed::Start { .. })) => out.push(Vec::new()),
+                Some(Ok(Deframed::Data(b))) => out.last_mut().unwrap().extend_from_slice(b),
+                Some(Ok(Deframed::End)) => {}
+                Some(Err(e)) => panic!("deframe: {e:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn records_regenerate_valid_fpdus_never_larger_than_the_emss() {
+        for crc in [true, false] {
+            let mut s = setup(8192);
+            let (mut log, lens) = build(&mut s, crc, 1448, true);
+            assert!(lens[1..].iter().all(|&l| l <= 1448), "{lens:?}");
+            assert_eq!(lens.len(), 1 + 4 + 1, "{lens:?}");
+            let stream = whole(&mut log);
+            let ulpdus = deframe(&stream[20..], crc);
+            // Payload of the Write = region bytes 3..5003, after each 14-byte tagged header.
+            let payload: Vec<u8> = ulpdus[..4].iter().flat_map(|u| u[14..].to_vec()).collect();
+            assert_eq!(payload, s.data[3..5003]);
+            assert_eq!(ulpdus[4][18..], s.data[1..2]);
+        }
+    }
+
+    #[test]
+    fn retransmission_and_mid_record_probe_read_the_same_bytes() {
+        let mut s = setup(8192);
+        let (mut log, lens) = build(&mut s, true, 1448, true);
+        let stream = whole(&mut log);
+        // Every range a retransmission or a tail-loss probe could ask for: whole records,
+        // record tails starting mid-record, ranges spanning records, odd offsets.
+        let mut starts = vec![0u64];
+        for l in &lens {
+            starts.push(starts.last().unwrap() + u64::from(*l));
+        }
+        let mut cases = Vec::new();
+        for w in starts.windows(2) {
+            cases.push((w[0], (w[1] - w[0]) as usize));
+            let len = w[1] - w[0];
+            let mid = if len > 333 { 333 } else { len / 2 };
+            cases.push((w[0] + mid, (len - mid).min(1000) as usize));
+        }
+        cases.push((1000, 3001));
+        cases.push((stream.len() as u64 - 7, 7));
+        for (off, len) in cases {
+            let mut got = vec![0xeeu8; len];
+            log.read(off, &mut got);
+            assert_eq!(got, stream[off as usize..off as usize + len], "{off}+{len}");
+            assert_eq!(
+                log.checksum(off, len),
+                ones_complement_sum(&got),
+                "checksum {off}+{len}"
+            );
+        }
+        // The region deregistered after logging: retransmissions still read the bytes.
+        s.table.deregister(ClientId(1), s.lkey).unwrap();
+        s.mem.release();
+        assert_eq!(whole(&mut log), stream);
+    }
+
+    #[test]
+    fn acks_release_records_and_tokens_in_order() {
+        let mut s = setup(8192);
+        let (mut log, lens) = build(&mut s, true, 1448, false);
+        let ends: Vec<u64> = lens
+            .iter()
+            .scan(0u64, |a, l| {
+                *a += u64::from(*l);
+                Some(*a)
+            })
+            .collect();
+        let mut tokens = Vec::new();
+        // Mid-way through the Write's last FPDU: nothing completes.
+        log.ack(ends[4] - 1, &mut tokens);
+        assert!(tokens.is_empty());
+        assert_eq!(log.start(), ends[3]);
+        log.ack(ends[4], &mut tokens);
+        assert_eq!(tokens.len(), 1);
+        for t in tokens.drain(..) {
+            s.qp.handle_acked(t);
+        }
+        assert_eq!(s.qp.poll_completion().unwrap().wr_id, 7);
+        log.ack(ends[5], &mut tokens);
+        s.qp.handle_acked(tokens[0]);
+        assert_eq!(s.qp.poll_completion().unwrap().wr_id, 8);
+        assert!(log.is_empty());
+        assert_eq!(log.start(), log.end());
+    }
+
+    #[test]
+    fn copy_mode_with_markers_matches_the_framer() {
+        let mut s = setup(8192);
+        let mut log = TxLog::new(true);
+        let mut framer = Framer::new(FramerConfig {
+            crc: true,
+            markers: true,
+            stream_pos: 0,
+        });
+        let mut w = WorkRequest::new(1, WrOpcode::Write, vec![sge(&s, 0, 4000)]);
+        w.remote_stag = Stag(0x200);
+        s.qp.post_send(w).unwrap();
+        let mut total = 0;
+        loop {
+            let max = framer.max_ulpdu_len(1448);
+            let Some(seg) = s.qp.poll_segment(max, &mut s.mem) else {
+                break;
+            };
+            let (n, crc) = log.push_copy(&mut framer, &seg, &mut s.mem).unwrap();
+            assert!(n <= 1448);
+            assert_ne!(crc, [0; 4]);
+            total += n;
+        }
+        let stream = whole(&mut log);
+        assert_eq!(stream.len(), total as usize);
+        let mut d = Deframer::new(DeframerConfig {
+            crc: true,
+            markers: true,
+            ..Default::default()
+        });
+        let mut i = 0;
+        let mut payload = Vec::new();
+        while i < stream.len() {
+            let (n, ev) = d.deframe(&stream[i..]);
+            i += n;
+            match ev {
+                Some(Ok(Deframed::Data(b))) => payload.extend_from_slice(b),
+                Some(Err(e)) => panic!("{e:?}"),
+                _ => {}
+            }
+        }
+        assert_eq!(d.fpdus(), 3);
+        // Headers are 14 bytes per FPDU.
+        assert_eq!(payload.len(), 4000 + 3 * 14);
+    }
+
+    #[test]
+    fn csum_of_pieces_equals_the_sum_of_the_whole() {
+        let data: Vec<u8> = (0..1001u32).map(|i| (i * 13) as u8).collect();
+        for cuts in [[1usize, 2, 3], [7, 100, 555], [0, 0, 1000]] {
+            let mut c = Csum::default();
+            let mut prev = 0;
+            for &k in &cuts {
+                c.add(&data[prev..k.max(prev)]);
+                prev = k.max(prev);
+            }
+            c.add(&data[prev..]);
+            assert_eq!(c.sum, ones_complement_sum(&data), "{cuts:?}");
+        }
+        assert_eq!(crc_of(b""), 0);
+    }
+}

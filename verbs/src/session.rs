@@ -1,0 +1,229 @@
+//! The control connection to the daemon: numbered requests and their responses, CM events
+//! queued as they arrive in between.
+//!
+//! One `SOCK_SEQPACKET` socket carries everything (docs/rdma-seams.md): in daemon mode it is
+//! connected to `iwarpd`'s socket, in embedded mode to the in-process service. A request holds
+//! the state lock from its send until its response arrives, so concurrent callers are served
+//! one after the other; events read meanwhile are queued for [`Session::next_event`].
+
+use crate::error::{Error, Result};
+use abi::ctl::{self, Body, Event, Request, Response};
+use shm::SeqPacket;
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a request may wait for its answer (a `DestroyQp` waits for the dataplane to let
+/// go of the rings, which takes a poll-loop iteration or two).
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Something to run while waiting for the daemon (embedded mode driven by the caller's loop:
+/// the engine only makes progress when it is polled).
+pub(crate) trait Pump: Send + Sync {
+    /// Run one round of the engine and the service.
+    fn pump(&self);
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_id: u32,
+    events: VecDeque<Event>,
+    closed: bool,
+}
+
+/// The control connection.
+pub(crate) struct Session {
+    sock: SeqPacket,
+    state: Mutex<State>,
+    pump: Option<Box<dyn Pump>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("sock", &self.sock)
+            .field("pumped", &self.pump.is_some())
+            .finish()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(sock: SeqPacket, pump: Option<Box<dyn Pump>>) -> Session {
+        Session {
+            sock,
+            state: Mutex::new(State {
+                next_id: 1,
+                ..State::default()
+            }),
+            pump,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The socket (readable when a response or event is waiting).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    pub(crate) fn has_pump(&self) -> bool {
+        self.pump.is_some()
+    }
+
+    /// Run the pump once (embedded mode driven by the caller), if any.
+    pub(crate) fn pump(&self) {
+        if let Some(p) = &self.pump {
+            p.pump();
+        }
+    }
+
+    /// Wait for the socket: in pumped mode poll it without blocking between engine rounds.
+    fn wait_readable(&self, timeout: Duration) -> Result<bool> {
+        if self.pump.is_none() {
+            return self
+                .sock
+                .wait_readable(timeout)
+                .map_err(Error::io("poll control socket"));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.pump();
+            if self
+                .sock
+                .wait_readable(Duration::ZERO)
+                .map_err(Error::io("poll control socket"))?
+            {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Read one message (the socket must be readable). Events go to the queue.
+    fn read_one(&self, st: &mut State) -> Result<Option<(u32, Response)>> {
+        let mut buf = [0u8; ctl::MAX_MESSAGE];
+        let msg = self
+            .sock
+            .recv(&mut buf)
+            .map_err(Error::io("read control socket"))?;
+        if msg.len == 0 {
+            st.closed = true;
+            return Err(Error::DaemonGone);
+        }
+        if msg.truncated {
+            return Err(Error::Protocol(format!(
+                "control message longer than {} bytes",
+                ctl::MAX_MESSAGE
+            )));
+        }
+        let m = ctl::decode(&buf[..msg.len])
+            .map_err(|e| Error::Protocol(format!("undecodable message from iwarpd: {e}")))?;
+        match m.body {
+            Body::Response(r) => Ok(Some((m.id, r))),
+            Body::Event(e) => {
+                tracing::debug!(event = e.name(), "CM event");
+                st.events.push_back(e);
+                Ok(None)
+            }
+            Body::Request(r) => Err(Error::Protocol(format!(
+                "iwarpd sent a request ({})",
+                r.name()
+            ))),
+        }
+    }
+
+    /// Send `req` (with `fds`) and wait for its response. `Response::Error` becomes
+    /// [`Error::Refused`].
+    pub(crate) fn call(&self, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<Response> {
+        let mut st = self.lock();
+        if st.closed {
+            return Err(Error::DaemonGone);
+        }
+        let id = st.next_id;
+        st.next_id = st.next_id.wrapping_add(1).max(1);
+        self.sock
+            .send(&req.encode(id), fds)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => {
+                    Error::DaemonGone
+                }
+                _ => Error::Io {
+                    what: "write control socket",
+                    source: e,
+                },
+            })?;
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.wait_readable(left)? {
+                return Err(Error::Timeout {
+                    request: req.name(),
+                    secs: CALL_TIMEOUT.as_secs(),
+                });
+            }
+            match self.read_one(&mut st)? {
+                Some((rid, Response::Error { code, message })) if rid == id => {
+                    return Err(Error::Refused {
+                        request: req.name(),
+                        code,
+                        message,
+                    });
+                }
+                Some((rid, r)) if rid == id => return Ok(r),
+                Some((rid, r)) => {
+                    tracing::warn!(id = rid, response = r.name(), "stray response ignored");
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Take the first queued event that `want` accepts, reading the socket until `timeout`.
+    /// `None` on timeout.
+    pub(crate) fn next_event(
+        &self,
+        timeout: Option<Duration>,
+        mut want: impl FnMut(&Event) -> bool,
+    ) -> Result<Option<Event>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            {
+                let mut st = self.lock();
+                if let Some(i) = st.events.iter().position(&mut want) {
+                    return Ok(st.events.remove(i));
+                }
+                if st.closed {
+                    return Err(Error::DaemonGone);
+                }
+                // Drain what is there without blocking (another thread may have read it).
+                while self
+                    .sock
+                    .wait_readable(Duration::ZERO)
+                    .map_err(Error::io("poll control socket"))?
+                {
+                    if let Some((rid, r)) = self.read_one(&mut st)? {
+                        tracing::warn!(id = rid, response = r.name(), "stray response ignored");
+                    }
+                }
+                if let Some(i) = st.events.iter().position(&mut want) {
+                    return Ok(st.events.remove(i));
+                }
+            }
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(100),
+            };
+            if deadline.is_some() && left.is_zero() {
+                return Ok(None);
+            }
+            // Wait without the lock so requests of other threads go on meanwhile; wake up at
+            // least every 100 ms in case another thread queued our event.
+            self.wait_readable(left.min(Duration::from_millis(100)))?;
+        }
+    }
+}

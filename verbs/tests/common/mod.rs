@@ -1,0 +1,2 @@
+#![allow(dead_code, unreachable_pub)]
+pub mod fake;
