@@ -174,28 +174,36 @@ check "hosta: iwarpd runs as uid 10001 with NET_RAW+NET_ADMIN only; eth0 has no 
 
 # RDMA between the hosts, through each host's daemon and its client container.
 has_tool() { "$DOCKER" exec "$(cid client-a)" sh -c "command -v $1" >/dev/null 2>&1; }
+socket_shared() { "$DOCKER" exec "$(cid client-a)" test -S /run/iwarpd/iwarpd.sock; }
+check "client-a sees hosta's control socket on the shared volume (/run/iwarpd/iwarpd.sock)" socket_shared
 rdma_steps() {
-    local sock=/run/iwarpd/iwarpd.sock out
-    if has_tool iwarp-rping; then
-        "$DOCKER" exec -d "$(cid client-a)" iwarp-rping -s -a "$A" -p 7174 -C 100 -v -d "$sock"
-        sleep 1
-        out=$(timeout 120 "$DOCKER" exec "$(cid client-b)" iwarp-rping -c -a "$A" -p 7174 -C 100 -v -d "$sock" 2>&1)
-        check "iwarp-rping -c -C 100 -v from client-b to hosta: 100 verified pings" \
-            test "$(grep -c '^ping data: rdma-ping-' <<<"$out")" -eq 100
-        tail -2 <<<"$out" | sed 's/^/docker-test:   /'
-    else
-        skip "iwarp-rping -C 100 -v between the hosts: the image has no iwarp-rping (the RDMA tools of issue 7 are not in the workspace yet)"
+    local dev=unix:/run/iwarpd/iwarpd.sock out rc steps=() not_live
+    has_tool iwarp-rping && steps+=(rping) ||
+        skip "iwarp-rping -C 100 -v between the hosts: the image has no iwarp-rping (not built by the workspace)"
+    has_tool iwarp-perf && steps+=(perf) ||
+        skip "iwarp-perf write_bw between the hosts: the image has no iwarp-perf (not built by the workspace)"
+    ((${#steps[@]})) || return 0
+    not_live=$(logs hosta | grep -m1 'does not run the RDMA engine yet')
+    if [[ -n $not_live ]]; then
+        skip "${steps[*]} between the hosts: the tools are in the image, but hosta's iwarpd says: ${not_live#*WARN }"
+        return 0
     fi
-    if has_tool iwarp-perf; then
-        "$DOCKER" exec -d "$(cid client-a)" iwarp-perf write_bw -d "$sock" -p 18515 -s 65536 -n 2000
+    if [[ " ${steps[*]} " == *" rping "* ]]; then
+        "$DOCKER" exec -d "$(cid client-a)" iwarp-rping -s -C 100 -v -d "$dev"
         sleep 1
-        out=$(timeout 180 "$DOCKER" exec "$(cid client-b)" iwarp-perf write_bw -d "$sock" -p 18515 -s 65536 -n 2000 "$A" 2>&1)
-        local rc=$?
+        out=$(timeout 120 "$DOCKER" exec "$(cid client-b)" iwarp-rping -c -a "$A" -C 100 -v -d "$dev" 2>&1)
+        tail -2 <<<"$out" | sed 's/^/docker-test:   /'
+        check "iwarp-rping -c -C 100 -v from client-b to hosta: 100 pings" \
+            test "$(grep -c '^ping data: rdma-ping-' <<<"$out")" -eq 100
+    fi
+    if [[ " ${steps[*]} " == *" perf "* ]]; then
+        "$DOCKER" exec -d "$(cid client-a)" iwarp-perf write_bw -d "$dev" -s 65536 -n 2000 --report_gbits
+        sleep 1
+        out=$(timeout 180 "$DOCKER" exec "$(cid client-b)" iwarp-perf write_bw -d "$dev" -s 65536 -n 2000 --report_gbits "$A" 2>&1)
+        rc=$?
         grep -E '^ *#bytes|^ *65536 ' <<<"$out" | sed 's/^/docker-test:   /'
         check "iwarp-perf write_bw from client-b to hosta (64 KiB x 2000)" \
             test "$rc" -eq 0 -a -n "$(grep -E '^ *65536 +2000 ' <<<"$out")"
-    else
-        skip "iwarp-perf write_bw between the hosts: the image has no iwarp-perf (issue 8 not landed yet)"
     fi
 }
 rdma_steps

@@ -188,6 +188,9 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     // The dataplane threads take their `RdmaSetup` once the engine runs in the poll loop
     // (dataplane::rdma); until then commands wait in their queues.
     let _rdma_setups = rdma_setups;
+    tracing::warn!(
+        "the dataplane does not run the RDMA engine yet: RDMA connections wait (issue 7); TCP diagnostics work"
+    );
     let service = Service::new(
         Arc::new(engine),
         ServiceConfig::from_config(cfg, port.info().mac),
