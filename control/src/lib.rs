@@ -4,5 +4,6 @@
 pub mod config;
 pub mod daemon;
 pub mod eal_args;
+pub mod embedded;
 pub mod server;
 pub mod service;
