@@ -113,8 +113,6 @@ fn blast(
                 cli.iters
             )
             .into());
-        } else {
-            qp.pd().dev().poll_engine();
         }
     }
     Ok((start.elapsed().as_secs_f64(), done))

@@ -148,7 +148,7 @@ impl Device {
                     spec: spec.to_string(),
                     reason: format!("cannot connect to the iwarpd socket: {e} (is iwarpd running, with [control] socket = \"{}\"?)", path.display()),
                 })?;
-                Device::handshake(spec.clone(), Session::new(sock, None), None)
+                Device::handshake(spec.clone(), Session::new(sock), None)
             }
             DeviceSpec::Embedded(path) => crate::embedded::open(spec, path),
         }
@@ -270,16 +270,6 @@ impl Device {
     /// `epoll`/`poll` loop, then call [`Device::get_cm_event`] with a zero timeout.
     pub fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.inner.session.fd()
-    }
-
-    /// Embedded mode driven by the caller: run one round of the engine (no-op otherwise).
-    pub fn poll_engine(&self) {
-        self.inner.session.pump();
-    }
-
-    /// True in embedded mode driven by the caller: waits poll the engine instead of sleeping.
-    pub fn is_pumped(&self) -> bool {
-        self.inner.session.has_pump()
     }
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
