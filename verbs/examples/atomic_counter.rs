@@ -78,6 +78,7 @@ fn serve(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let lis = dev.create_cm_id()?;
     lis.listen(format!("0.0.0.0:{}", cli.net.port).parse()?, 4)?;
+    eprintln!("listening on port {}", cli.net.port);
     for _ in 0..cli.clients {
         let qp = pd.create_qp(cq, cq).sq_depth(4).rq_depth(1).build()?;
         let req = lis.get_request(Duration::from_secs(3600))?;

@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         qp.post_recv(&RecvWr::new(0, &[buf.sge(0, 0)?]))?;
         let lis = dev.create_cm_id()?;
         lis.listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, cli.net.port), 1)?;
+        eprintln!("listening on port {}", cli.net.port);
         let req = lis.get_request(Duration::from_secs(3600))?;
         req.id.accept(&qp, &param.private_data(&pd_bytes))?;
         req.id.wait_established(cli.net.timeout())?;

@@ -3,8 +3,9 @@
 mod common;
 
 use common::fake::FakeDaemon;
+use common::ready::Server;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 fn example(name: &str) -> PathBuf {
@@ -18,16 +19,10 @@ fn example(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn server(name: &str, spec: &str, port: &str, extra: &[&str]) -> Child {
-    let c = Command::new(example(name))
-        .args(["-s", "-d", spec, "-p", port])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{name}: {e} (cargo test builds the examples)"));
-    std::thread::sleep(Duration::from_millis(300));
-    c
+fn server(name: &str, spec: &str, port: &str, extra: &[&str]) -> Server {
+    let mut c = Command::new(example(name));
+    c.args(["-s", "-d", spec, "-p", port]).args(extra);
+    Server::start(c, "listening on port", Duration::from_secs(30))
 }
 
 fn client(name: &str, spec: &str, port: &str, extra: &[&str]) -> Output {
@@ -90,7 +85,7 @@ fn every_example_runs_against_the_double() {
         let c = client(name, &spec, &port, cargs);
         let out = ok(&c, &format!("{name} client"));
         assert!(out.contains(want), "{name}: {out}");
-        let so = s.wait_with_output().unwrap();
-        ok(&so, &format!("{name} server"));
+        let (good, so) = s.finish(Duration::from_secs(30));
+        assert!(good, "{name} server failed:\n{so}");
     }
 }
