@@ -272,6 +272,19 @@ impl Device {
         self.inner.session.fd()
     }
 
+    /// True when the engine makes progress only while the caller polls it
+    /// ([`Device::poll_engine`]). Daemon devices and today's embedded engines run on their own
+    /// pinned dataplane threads, so this is `false` for every device this version opens; a
+    /// caller-driven embedded mode needs a steppable dataplane loop (not there yet).
+    pub fn is_pumped(&self) -> bool {
+        false
+    }
+
+    /// Let a caller-driven engine run one round; nothing to do for devices whose engine runs
+    /// on its own threads (every device of this version, see [`Device::is_pumped`]). Busy
+    /// loops may call it unconditionally.
+    pub fn poll_engine(&self) {}
+
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
         self.inner.session.call(req, &[])
     }
