@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod crc_choice;
 pub mod daemon;
 pub mod eal_args;
 pub mod embedded;
