@@ -391,7 +391,10 @@ fn in_process_server(dir: &TempDir, threads: usize) -> (ControlServer, PathBuf) 
     };
     let svc = Arc::new(Mutex::new(Service::new(Arc::new(engine), cfg)));
     let path = dir.path("ctl.sock");
-    let srv = ControlServer::start(svc, Some(&path)).unwrap();
+    let srv = ControlServer::start(svc, Some((&path, 0o600))).unwrap();
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
     (srv, path)
 }
 
