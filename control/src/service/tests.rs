@@ -807,3 +807,50 @@ fn max_clients_is_enforced() {
             .is_none()
     );
 }
+
+#[test]
+fn mpa_section_maps_to_the_dataplane_policy() {
+    let cfg = crate::config::Config::parse(
+        "[port]\ndevice = \"net_memif0\"\nip = \"10.0.0.1/24\"\n[mpa]\ncrc = \"require\"\nmarkers = true\nrevision = 1\nrtr = \"send\"\nird = 3\nord = 5\nprivate_data_max = 100\ntimeout_ms = 2500\n",
+        "t.toml",
+    )
+    .unwrap();
+    let p = mpa_policy(&cfg.mpa);
+    assert_eq!(p.crc, CrcMode::Require);
+    assert!(p.markers);
+    assert_eq!((p.revision, p.rtr, p.ird, p.ord), (1, RtrMode::Send, 3, 5));
+    assert_eq!(p.private_data_max, 100);
+    assert_eq!(p.timeout, netcore::Duration::from_millis(2500));
+    let d = mpa_policy(&crate::config::MpaSection::default());
+    assert_eq!((d.crc, d.rtr, d.revision), (CrcMode::Off, RtrMode::None, 2));
+    let s = ServiceConfig::from_config(&cfg, [1; 6]);
+    assert_eq!(s.ip, Ipv4Addr::new(10, 0, 0, 1));
+    assert_eq!(s.max_clients, 256);
+}
+
+#[test]
+fn completions_are_counted_from_the_cq_sub_rings() {
+    use abi::ring::CqProducer;
+    use abi::{Cqe, CqeOpcode, CqeStatus};
+    let mut h = H::new();
+    let (c, _) = h.client();
+    let s = setup(&mut h, c);
+    let layout = CqLayout {
+        offset: CQ_OFF,
+        subs: THREADS as u32,
+        entries: 64,
+    };
+    // Each dataplane thread produces into its own sub-ring.
+    for (sub, n) in [(0u32, 3u64), (1, 2)] {
+        let mut p = CqProducer::attach(s.seg.clone(), &layout, sub).unwrap();
+        for i in 0..n {
+            p.push(Cqe::new(i, 1, CqeOpcode::Send, CqeStatus::Success, 0))
+                .unwrap();
+        }
+    }
+    assert_eq!(h.svc.client_stats()[0].completions, 5);
+    assert!(h.svc.render_stats().contains("completions = 5"));
+    // Kept after the client leaves (its idle QP frees at once).
+    h.svc.disconnect_client(c);
+    assert_eq!(h.svc.totals().clients_freed, 1);
+}
