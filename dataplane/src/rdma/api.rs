@@ -232,6 +232,11 @@ impl LocalQueues {
     pub fn poll_cq(&self) -> Option<Completion> {
         self.lock().cq.pop_front()
     }
+    /// Engine side: whether a send WR or a receive is waiting.
+    pub fn has_work(&self) -> bool {
+        let g = self.lock();
+        !g.sq.is_empty() || !g.rq.is_empty()
+    }
     /// Engine side: the next posted send WR.
     pub fn take_send(&self) -> Option<WorkRequest> {
         self.lock().sq.pop_front()

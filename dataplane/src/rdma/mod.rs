@@ -13,6 +13,7 @@
 pub mod api;
 pub mod ids;
 pub mod memory;
+pub mod queues;
 pub mod txlog;
 
 pub use api::{
