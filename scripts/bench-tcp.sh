@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# TCP goodput benchmark (issue #3). In one run, on the same veth between two network namespaces:
-#   baseline: Linux <-> Linux iperf3 (single stream, both directions)
-#   Linux -> iwarpd (discard service, af_packet) and iwarpd -> Linux (sender service)
-#   iwarpd -> iwarpd over memif (sender -> discard)
+# TCP goodput benchmark (issues #3, #10). In one run, on the same path between two network
+# namespaces, for each congestion control in CCS (like for like: Linux and iwarpd use the same):
+#   baseline: Linux -> Linux iperf3 (single stream, `iperf3 -C <cc>`)
+#   Linux -> iwarpd (Python client with TCP_CONGESTION <cc>, to the discard service)
+#   iwarpd -> Linux (sender service with tcp.cc = <cc>, to a Python server)
+#   iwarpd -> iwarpd over memif (sender -> discard, no loss) once per round
 #   loss: nftables on a bridge between the two ends drops LOSSES % of TCP frames, both ways
-# Prints one line per run plus medians over ROUNDS rounds. iwarpd runs on core 1, Linux on core 0.
+# Every run prints one line `tcp case=<path> cc=<cc> loss=<pct> mib=<n> gbps=<x> ...`, then
+# medians over ROUNDS rounds and the ratios to the Linux baseline. Cases alternate within each
+# round. iwarpd runs on core 1, Linux on core 0.
+#
+# Environment:
+#   CCS="cubic bbr"   congestion controls      LOSSES="0 1 5"   loss percentages
+#   ROUNDS=3          rounds                   MIB=256          MiB per run (LOSS_MIB at >= 5 %)
+#   LOSS_MIB=32       MiB per run at >= 5 %    BIN=target/release
+#   VARIANTS="label=/path/to/iwarpd[,tcp.key=value...] ..."  A/B: run our two cases once per
+#       variant (default "ours=$BIN/iwarpd"), e.g. an older build or a [tcp] key changed:
+#       VARIANTS="new=target/release/iwarpd old=/tmp/iwarpd-old,tcp.rto_min_ms=200"
+#   MEMIF=1           also run the memif case  PATHS="iperf rx tx" which paths to run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
@@ -12,6 +25,10 @@ ROUNDS=${ROUNDS:-3}
 MIB=${MIB:-256}
 LOSSES=${LOSSES:-"0 1 5"}
 LOSS_MIB=${LOSS_MIB:-32}
+CCS=${CCS:-"cubic bbr"}
+VARIANTS=${VARIANTS:-"ours=$BIN/iwarpd"}
+MEMIF=${MEMIF:-1}
+PATHS=${PATHS:-"iperf rx tx"}
 [[ $(id -u) -eq 0 ]] || { echo "bench-tcp: run as root"; exit 1; }
 PEER=control/tests/tools/tcp_peer.py
 work=$(mktemp -d /tmp/iwarp-bench-tcp.XXXXXX)
@@ -47,17 +64,17 @@ table bridge iwloss {
 EOT
 }
 
-iperf() { # pct mib
+iperf() { # cc pct mib
     ip -n "$D" addr add 10.79.0.2/24 dev vbd
     ip netns exec "$D" taskset -c 1 iperf3 -s -1 -p 5201 > /dev/null 2>&1 &
     sleep 0.5
     local out
-    out=$(ip netns exec "$K" taskset -c 0 iperf3 -c 10.79.0.2 -p 5201 -n "${2}M" -J)
-    python3 - "$1" "$2" <<PY | tee -a "$results"
+    out=$(ip netns exec "$K" taskset -c 0 iperf3 -c 10.79.0.2 -p 5201 -C "$1" -n "${3}M" -J)
+    python3 - "$1" "$2" "$3" <<PY | tee -a "$results"
 import json, sys
 j = json.loads('''$out''')
 e = j["end"]
-print(f"tcp case=linux->linux(iperf3) loss={sys.argv[1]} mib={sys.argv[2]} gbps={e['sum_received']['bits_per_second']/1e9:.3f} retransmits={e['sum_sent'].get('retransmits', 0)}")
+print(f"tcp case=linux->linux(iperf3) cc={sys.argv[1]} loss={sys.argv[2]} mib={sys.argv[3]} gbps={e['sum_received']['bits_per_second']/1e9:.3f} retransmits={e['sum_sent'].get('retransmits', 0)}")
 PY
     wait
     ip -n "$D" addr del 10.79.0.2/24 dev vbd
@@ -68,7 +85,13 @@ kretrans() {
     ip netns exec "$K" awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "RetransSegs") c = i; h = 1 } else print $c }' /proc/net/snmp
 }
 
-iwarpd_conf() { # name diag
+# Variant fields: label, binary, extra [tcp] lines.
+vlabel() { echo "${1%%=*}"; }
+vbin() { local r=${1#*=}; echo "${r%%,*}"; }
+vtcp() { local r=${1#*=}; [[ $r == *,* ]] || return 0; r=${r#*,}; tr ',' '\n' <<< "$r" | sed -e 's/^tcp\.//'; }
+vtag() { [[ $(wc -w <<< "$VARIANTS") -gt 1 ]] && echo " variant=$(vlabel "$1")" || true; }
+
+iwarpd_conf() { # name cc variant diag
     cat > "$work/$1.toml" <<EOT
 [eal]
 file_prefix = "iwb-$1-$$"
@@ -79,40 +102,44 @@ ip = "10.79.0.2/24"
 cores = [1]
 [log]
 level = "warn"
+[tcp]
+cc = "$2"
+$(vtcp "$3")
 [diag]
-run_seconds = 600
-$2
+run_seconds = 900
+$4
 EOT
 }
 
-linux_to_iwarpd() { # pct mib
-    iwarpd_conf rx "discard_port = 9
+linux_to_iwarpd() { # cc pct mib variant
+    iwarpd_conf rx "$1" "$4" "discard_port = 9
 discard_sha256 = false"
-    ip netns exec "$D" "$BIN/iwarpd" --config "$work/rx.toml" > "$work/rx.log" 2>&1 &
+    ip netns exec "$D" "$(vbin "$4")" --config "$work/rx.toml" > "$work/rx.log" 2>&1 &
     local p=$!; pids+=($p); sleep 2
     local k0 k1 g
     k0=$(kretrans)
-    g=$(ip netns exec "$K" taskset -c 0 python3 "$PEER" discard 10.79.0.2 9 $(( $2 << 20 )) | grep -o 'gbps=[0-9.]*' | cut -d= -f2)
+    g=$(ip netns exec "$K" taskset -c 0 env CC="$1" python3 "$PEER" discard 10.79.0.2 9 $(( $3 << 20 )) | grep -o 'gbps=[0-9.]*' | cut -d= -f2)
     k1=$(kretrans)
     kill -INT "$p"; wait "$p" || true; pids=()
-    echo "tcp case=linux->iwarpd loss=$1 mib=$2 gbps=${g:-0} retransmits=$((k1 - k0))(linux)" | tee -a "$results"
+    echo "tcp case=linux->iwarpd cc=$1 loss=$2 mib=$3 gbps=${g:-0} retransmits=$((k1 - k0))(linux)$(vtag "$4")" | tee -a "$results"
 }
 
-iwarpd_to_linux() { # pct mib
-    iwarpd_conf tx "send_to = \"10.79.0.1:5001\"
-send_bytes = $(( $2 << 20 ))
+iwarpd_to_linux() { # cc pct mib variant
+    iwarpd_conf tx "$1" "$4" "send_to = \"10.79.0.1:5001\"
+send_bytes = $(( $3 << 20 ))
 exit_after_send = true"
-    ip netns exec "$K" taskset -c 0 python3 "$PEER" server 5001 > "$work/srv.log" 2>&1 &
+    ip netns exec "$K" taskset -c 0 env CC="$1" python3 "$PEER" server 5001 > "$work/srv.log" 2>&1 &
     local s=$!; sleep 0.5
-    ip netns exec "$D" "$BIN/iwarpd" --config "$work/tx.toml" > "$work/tx.log" 2>&1 || true
+    ip netns exec "$D" "$(vbin "$4")" --config "$work/tx.toml" > "$work/tx.log" 2>&1 || true
     wait "$s" || true
-    local g rtx
+    local g c
     g=$(grep -o 'gbps=[0-9.]*' "$work/srv.log" | cut -d= -f2)
-    rtx=$(awk '/^\[lcore.0.tcp\]/{f=1} f&&/^retransmissions/{print $3; exit}' "$work/tx.log")
-    echo "tcp case=iwarpd->linux loss=$1 mib=$2 gbps=${g:-0} iwarpd_retransmits=${rtx:-0}" | tee -a "$results"
+    c() { awk -v k="$1" '/^\[lcore.0.tcp\]/{f=1} f&&$1==k{print $3; exit}' "$work/tx.log"; }
+    echo "tcp case=iwarpd->linux cc=$1 loss=$2 mib=$3 gbps=${g:-0} iwarpd_retransmits=$(c retransmissions) rtos=$(c rtos) tlp=$(c tlp_probes) spurious=$(c spurious_rtos)$(vtag "$4")" | tee -a "$results"
+    [[ -n $g ]] || { echo "bench-tcp: iwarpd -> Linux failed:"; tail -20 "$work/tx.log" "$work/srv.log"; }
 }
 
-iwarpd_to_iwarpd_memif() { # mib
+iwarpd_to_iwarpd_memif() { # cc mib
     local sock=$work/m.sock
     cat > "$work/ma.toml" <<EOT
 [eal]
@@ -124,6 +151,8 @@ ip = "10.77.0.1/24"
 cores = [0]
 [log]
 level = "warn"
+[tcp]
+cc = "$1"
 [diag]
 run_seconds = 600
 discard_port = 9
@@ -131,7 +160,7 @@ discard_sha256 = false
 EOT
     sed -e "s/iwb-ma/iwb-mb/; s/role=server/role=client/; s#10.77.0.1/24#10.77.0.2/24#; s/cores = \[0\]/cores = [1]/" \
         -e 's/^discard_port = 9$/send_to = "10.77.0.1:9"/; s/^discard_sha256 = false$/exit_after_send = true/' "$work/ma.toml" > "$work/mb.toml"
-    printf 'send_bytes = %d\nsend_sha256 = false\n' $(( $1 << 20 )) >> "$work/mb.toml"
+    printf 'send_bytes = %d\nsend_sha256 = false\n' $(( $2 << 20 )) >> "$work/mb.toml"
     "$BIN/iwarpd" --config "$work/ma.toml" > "$work/ma.log" 2>&1 &
     local p=$!; pids+=($p); sleep 1.5
     "$BIN/iwarpd" --config "$work/mb.toml" > "$work/mb.log" 2>&1 || true
@@ -139,29 +168,42 @@ EOT
     local g rtx
     g=$(grep -o 'gbps=[0-9.]*' "$work/mb.log" | head -1 | cut -d= -f2)
     rtx=$(awk '/^\[lcore.0.tcp\]/{f=1} f&&/^retransmissions/{print $3; exit}' "$work/mb.log")
-    echo "tcp case=iwarpd->iwarpd(memif) loss=0 mib=$1 gbps=${g:-0} iwarpd_retransmits=${rtx:-0}" | tee -a "$results"
+    echo "tcp case=iwarpd->iwarpd(memif) cc=$1 loss=0 mib=$2 gbps=${g:-0} iwarpd_retransmits=${rtx:-0}" | tee -a "$results"
 }
 
+has() { [[ " $PATHS " == *" $1 "* ]]; }
+
 for r in $(seq "$ROUNDS"); do
-    for pct in $LOSSES; do
-        mib=$MIB; (( pct >= 5 )) && mib=$LOSS_MIB
-        loss "$pct"
-        iperf "$pct" "$mib"
-        linux_to_iwarpd "$pct" "$mib"
-        iwarpd_to_linux "$pct" "$mib"
+    for cc in $CCS; do
+        for pct in $LOSSES; do
+            mib=$MIB; (( pct >= 5 )) && mib=$LOSS_MIB
+            loss "$pct"
+            if has iperf; then iperf "$cc" "$pct" "$mib"; fi
+            for v in $VARIANTS; do
+                if has rx; then linux_to_iwarpd "$cc" "$pct" "$mib" "$v"; fi
+                if has tx; then iwarpd_to_linux "$cc" "$pct" "$mib" "$v"; fi
+            done
+        done
+        loss 0
+        if [[ $MEMIF == 1 ]]; then iwarpd_to_iwarpd_memif "$cc" "$MIB"; fi
     done
-    loss 0
-    iwarpd_to_iwarpd_memif "$MIB"
 done
 
 python3 - "$results" <<'PY'
 import sys, statistics
-rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.strip()]
-print("\nmedians over rounds (Gb/s; retransmissions)")
-keys = sorted({(r['case'], int(r['loss'])) for r in rows}, key=lambda k: (k[1], k[0]))
-for case, loss in keys:
-    rs = [r for r in rows if r['case'] == case and int(r['loss']) == loss]
-    g = statistics.median(float(r['gbps']) for r in rs)
-    rt = [int(str(r.get('retransmits', r.get('iwarpd_retransmits', 0))).split('(')[0] or 0) for r in rs]
-    print(f"{case:28} loss={loss}% mib={rs[0]['mib']:>4}  gbps={g:7.3f}  retransmits(median)={statistics.median(rt):.0f}")
+rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith('tcp ')]
+print("\nmedians over rounds [min-max] (Gb/s), ratio to linux->linux with the same cc and loss")
+key = lambda r: (r['cc'], int(r['loss']), r['case'], r.get('variant', ''))
+med = lambda rs: statistics.median(float(r['gbps']) for r in rs)
+base = {(r['cc'], int(r['loss'])): med([x for x in rows if key(x) == key(r)])
+        for r in rows if r['case'].startswith('linux->linux')}
+for k in sorted({key(r) for r in rows}, key=lambda k: (k[0], k[1], not k[2].startswith('linux->linux'), k[2], k[3])):
+    rs = [r for r in rows if key(r) == k]
+    g = [float(r['gbps']) for r in rs]
+    m = statistics.median(g)
+    rt = [int(str(r.get('retransmits', r.get('iwarpd_retransmits', 0)) or 0).split('(')[0] or 0) for r in rs]
+    b = base.get((k[0], k[1]))
+    ratio = f"{m / b:5.2f}x" if b else "   - "
+    name = k[2] + (f" [{k[3]}]" if k[3] else "")
+    print(f"cc={k[0]:6} loss={k[1]}% {name:34} mib={rs[0]['mib']:>4} gbps={m:7.3f} [{min(g):.3f}-{max(g):.3f}] {ratio} retransmits(median)={statistics.median(rt):.0f} n={len(rs)}")
 PY

@@ -308,6 +308,23 @@ pub struct TcpSection {
     pub rto_max_ms: u64,
     /// Bytes held out of order per connection.
     pub max_ooo_bytes: usize,
+    /// Segments held out of order per connection.
+    pub max_ooo_segments: usize,
+    /// Out-of-order segments smaller than a quarter of the MSS held per connection.
+    pub max_ooo_small_segments: usize,
+    /// Out-of-order segments (mbufs) held over all connections of a dataplane thread; 0: a
+    /// quarter of `dataplane.mbufs`.
+    pub max_ooo_mbufs: usize,
+    /// SYN cookies (RFC 4987) once `syn_backlog` half-open connections wait on a listener.
+    pub syn_cookies: bool,
+    /// Half-open connections per listener before SYN cookies.
+    pub syn_backlog: usize,
+    /// Connections per dataplane thread.
+    pub max_connections: usize,
+    /// Connections per listening port (per dataplane thread).
+    pub max_listener_connections: usize,
+    /// FIN-WAIT-2 timeout in milliseconds (0: none).
+    pub fin_wait2_ms: u64,
 }
 
 impl Default for TcpSection {
@@ -328,6 +345,14 @@ impl Default for TcpSection {
             rto_initial_ms: 1000,
             rto_max_ms: 60_000,
             max_ooo_bytes: 4 << 20,
+            max_ooo_segments: 4096,
+            max_ooo_small_segments: 64,
+            max_ooo_mbufs: 0,
+            syn_cookies: true,
+            syn_backlog: 256,
+            max_connections: 65536,
+            max_listener_connections: 65536,
+            fin_wait2_ms: 60_000,
         }
     }
 }
@@ -592,6 +617,7 @@ impl Config {
                 format!("{} is too large, allowed 0..=1472", self.diag.ping_size),
             ));
         }
+        self.validate_tcp(path)?;
         self.validate_control(&bad)?;
         self.validate_mpa(&bad)?;
         if !matches!(
@@ -605,6 +631,97 @@ impl Config {
                     self.log.level
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// The `[tcp]` keys: ranges, allowed names, and the RTO ordering.
+    fn validate_tcp(&self, path: &str) -> Result<(), ConfigError> {
+        let t = &self.tcp;
+        let bad = |key: &str, msg: String| {
+            Err(ConfigError::Value {
+                path: path.into(),
+                key: format!("tcp.{key}"),
+                msg,
+            })
+        };
+        if !matches!(t.cc.as_str(), "cubic" | "newreno") {
+            return bad(
+                "cc",
+                format!(
+                    "{:?} is not allowed, expected \"cubic\" or \"newreno\"",
+                    t.cc
+                ),
+            );
+        }
+        if t.mss != 0 && !(536..=9000).contains(&t.mss) {
+            return bad(
+                "mss",
+                format!("{} is out of range, allowed 0 or 536..=9000", t.mss),
+            );
+        }
+        for (k, v) in [
+            ("recv_window", t.recv_window),
+            ("send_window", t.send_window),
+        ] {
+            if !(16 << 10..=1 << 30).contains(&v) {
+                return bad(
+                    k,
+                    format!("{v} is out of range, allowed 16384..=1073741824"),
+                );
+            }
+        }
+        if !(-1..=14).contains(&t.window_scale) {
+            return bad(
+                "window_scale",
+                format!(
+                    "{} is out of range, allowed -1 (off) or 0..=14",
+                    t.window_scale
+                ),
+            );
+        }
+        if t.window_scale < 0 && t.recv_window > 65535 {
+            return bad(
+                "recv_window",
+                format!(
+                    "{} needs window scaling, allowed <= 65535 with window_scale = -1",
+                    t.recv_window
+                ),
+            );
+        }
+        if t.delayed_ack_us > 500_000 {
+            return bad(
+                "delayed_ack_us",
+                format!("{} is too large, allowed 0..=500000", t.delayed_ack_us),
+            );
+        }
+        if t.rto_min_ms == 0 || t.rto_min_ms > t.rto_initial_ms || t.rto_min_ms > t.rto_max_ms {
+            return bad(
+                "rto_min_ms",
+                format!(
+                    "{} is not allowed: 0 < rto_min_ms <= rto_initial_ms ({}) and <= rto_max_ms ({})",
+                    t.rto_min_ms, t.rto_initial_ms, t.rto_max_ms
+                ),
+            );
+        }
+        if t.rto_initial_ms > t.rto_max_ms {
+            return bad(
+                "rto_initial_ms",
+                format!(
+                    "{} is above rto_max_ms ({})",
+                    t.rto_initial_ms, t.rto_max_ms
+                ),
+            );
+        }
+        for (k, v) in [
+            ("max_ooo_segments", t.max_ooo_segments),
+            ("syn_backlog", t.syn_backlog),
+            ("max_connections", t.max_connections),
+            ("max_listener_connections", t.max_listener_connections),
+        ] {
+            if v == 0 {
+                return bad(k, "0 is not allowed, must be >= 1".into());
+            }
         }
         Ok(())
     }
@@ -818,6 +935,31 @@ mod tests {
                 &format!("{MINIMAL}[stats]\ninterval_ms = 1\n"),
                 "stats.interval_ms",
                 ">= 10",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\ncc = \"vegas\"\n"),
+                "tcp.cc",
+                "\"cubic\" or \"newreno\"",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nmss = 100\n"),
+                "tcp.mss",
+                "536..=9000",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nwindow_scale = -1\n"),
+                "tcp.recv_window",
+                "<= 65535",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nrto_min_ms = 2000\n"),
+                "tcp.rto_min_ms",
+                "rto_initial_ms",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nsyn_backlog = 0\n"),
+                "tcp.syn_backlog",
+                ">= 1",
             ),
             (
                 &format!("{MINIMAL}[control]\nsocket = \"relative.sock\"\n"),

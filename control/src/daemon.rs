@@ -335,10 +335,9 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         window_scale: u8::try_from(t.window_scale).ok(),
         sack: t.sack,
         timestamps: t.timestamps,
-        cc: if t.cc == "newreno" {
-            CongestionControl::NewReno
-        } else {
-            CongestionControl::Cubic
+        cc: match t.cc.as_str() {
+            "newreno" => CongestionControl::NewReno,
+            _ => CongestionControl::Cubic,
         },
         delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),
         nagle: t.nagle,
@@ -352,6 +351,18 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         rto_min: ms(t.rto_min_ms),
         rto_max: ms(t.rto_max_ms),
         max_ooo_bytes: t.max_ooo_bytes,
+        max_ooo_segments: t.max_ooo_segments,
+        max_ooo_small_segments: t.max_ooo_small_segments,
+        max_ooo_segments_total: if t.max_ooo_mbufs == 0 {
+            cfg.dataplane.mbufs as usize / 4
+        } else {
+            t.max_ooo_mbufs
+        },
+        syn_cookies: t.syn_cookies,
+        syn_backlog: t.syn_backlog,
+        max_connections: t.max_connections,
+        max_listener_connections: t.max_listener_connections,
+        fin_wait2_timeout: (t.fin_wait2_ms > 0).then(|| ms(t.fin_wait2_ms)),
         ..TcpConfig::default()
     }
 }
@@ -394,25 +405,7 @@ fn random_secret() -> [u8; 16] {
 }
 
 fn tcp_fields(s: &TcpStats) -> Vec<(&'static str, u64)> {
-    let mut v = vec![
-        ("segs_in", s.segs_in),
-        ("segs_out", s.segs_out),
-        ("bytes_in", s.bytes_in),
-        ("bytes_out", s.bytes_out),
-        ("retransmissions", s.retransmissions),
-        ("fast_retransmits", s.fast_retransmits),
-        ("rtos", s.rtos),
-        ("ooo_held", s.ooo_held),
-        ("ooo_dropped", s.ooo_dropped),
-        ("bad_checksum", s.bad_checksum),
-        ("malformed", s.malformed),
-        ("challenge_acks", s.challenge_acks),
-        ("resets_sent", s.resets_sent),
-        ("resets_received", s.resets_received),
-        ("paws_drops", s.paws_drops),
-        ("tlp_probes", s.tlp_probes),
-        ("rack_lost", s.rack_lost),
-    ];
+    let mut v = s.fields();
     v.retain(|(_, n)| *n != 0);
     v
 }

@@ -204,7 +204,7 @@ impl Netstack {
                     Dispatch::NewConn(h) => {
                         self.dirty.push(h);
                     }
-                    Dispatch::Dropped | Dispatch::Reset => {}
+                    Dispatch::Dropped | Dispatch::Reset | Dispatch::Cookie => {}
                 }
             }
             RxAction::Consumed | RxAction::Dropped(_) => {}

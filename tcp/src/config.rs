@@ -76,6 +76,27 @@ pub struct TcpConfig {
     pub checksum: ChecksumMode,
     /// Initial congestion window in segments (RFC 6928 allows 10).
     pub initial_cwnd_segments: u32,
+    /// SYN cookies (RFC 4987 §3.6) once `syn_backlog` half-open connections wait on a
+    /// listener; off: such SYNs are dropped.
+    pub syn_cookies: bool,
+    /// Half-open (SYN-RECEIVED) connections per listening port before SYN cookies take over.
+    pub syn_backlog: usize,
+    /// Connections per endpoint (one dataplane thread), any state until reaped; beyond it SYNs
+    /// are dropped and `connect` fails (counted: `conn_limit_drops`).
+    pub max_connections: usize,
+    /// Connections per listening port (counted: `listener_limit_drops`).
+    pub max_listener_connections: usize,
+    /// FIN-WAIT-2 timeout: a connection whose FIN was acknowledged and whose peer stays silent
+    /// this long is reset (as Linux's `tcp_fin_timeout`); each segment from the peer restarts
+    /// it. `None`: wait for the peer's FIN forever.
+    pub fin_wait2_timeout: Option<Duration>,
+    /// Out-of-order segments held over all connections of an endpoint: each pins one receive
+    /// buffer (an mbuf), whatever its size. Beyond it out-of-order segments are dropped (the
+    /// peer retransmits; counted: `ooo_dropped_budget`).
+    pub max_ooo_segments_total: usize,
+    /// Out-of-order segments smaller than a quarter of the MSS held per connection: a peer
+    /// sending tiny segments out of order would pin one buffer per byte or two.
+    pub max_ooo_small_segments: usize,
     /// RACK-TLP loss detection (RFC 8985) when SACK is negotiated: time-based loss marking,
     /// lost-retransmission detection and tail loss probes. Off: RFC 6675 DupThresh recovery.
     /// Peers without SACK always use NewReno (RFC 6582).
@@ -163,6 +184,15 @@ impl TcpConfig {
         if self.max_retries == 0 {
             return err("max_retries", "must be positive");
         }
+        if self.syn_backlog == 0 {
+            return err("syn_backlog", "must be positive");
+        }
+        if self.max_connections == 0 || self.max_listener_connections == 0 {
+            return err("max_connections", "must be positive");
+        }
+        if self.fin_wait2_timeout.is_some_and(|d| d.is_zero()) {
+            return err("fin_wait2_timeout", "must be positive (None: no timeout)");
+        }
         if self.initial_cwnd_segments == 0 {
             return err("initial_cwnd_segments", "must be positive");
         }
@@ -199,6 +229,13 @@ impl Default for TcpConfig {
             challenge_ack_limit: 1000,
             checksum: ChecksumMode::Software,
             initial_cwnd_segments: 10,
+            syn_cookies: true,
+            syn_backlog: 256,
+            max_connections: 65536,
+            max_listener_connections: 65536,
+            fin_wait2_timeout: Some(Duration::from_secs(60)),
+            max_ooo_segments_total: 16384,
+            max_ooo_small_segments: 64,
             rack_tlp: true,
         }
     }

@@ -1,6 +1,7 @@
 //! Many connections behind one local address: demultiplexing by 4-tuple, listeners, active
-//! opens, keyed ISNs (RFC 6528) and resets for segments that match nothing
-//! (RFC 9293 §3.10.7.1).
+//! opens, keyed ISNs (RFC 6528), resets for segments that match nothing
+//! (RFC 9293 §3.10.7.1), SYN cookies (RFC 4987 §3.6), limits on connections per endpoint and
+//! per listener, and the per-endpoint budget of out-of-order segments.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
@@ -11,9 +12,10 @@ use smoltcp::wire::Ipv4Address;
 use crate::config::TcpConfig;
 use crate::conn::input::rst_for;
 use crate::conn::{Connection, SegBuf, Segment, SendSource, SockAddr, Transmit};
+use crate::cookie::{self, CookieJar, CookieOpts};
 use crate::isn::IsnGenerator;
 use crate::stats::TcpStats;
-use crate::wire::{OutHeader, SegError, parse_segment};
+use crate::wire::{OutHeader, SegError, SegmentHeader, parse_segment};
 
 /// A connection inside an [`Endpoint`]: its slot and the slot's generation. Slots are reused
 /// after [`Endpoint::reap`]; the generation changes each time, so a handle kept after its
@@ -59,6 +61,8 @@ pub enum ConnectError {
     InUse,
     /// No free ephemeral port.
     NoPort,
+    /// The endpoint holds [`TcpConfig::max_connections`] connections.
+    Limit,
 }
 
 /// What happened to a segment given to [`Endpoint::handle_segment`].
@@ -72,6 +76,9 @@ pub enum Dispatch {
     Dropped,
     /// No connection: a reset was queued (RFC 9293 §3.10.7.1).
     Reset,
+    /// No connection yet: the listener's half-open queue is full and a SYN-ACK carrying a SYN
+    /// cookie was queued (RFC 4987 §3.6).
+    Cookie,
 }
 
 /// Connections keyed by (local port, remote address, remote port) on one local IPv4 address.
@@ -85,6 +92,13 @@ pub struct Endpoint<B> {
     free: Vec<u32>,
     by_tuple: HashMap<(u16, Ipv4Address, u16), ConnHandle>,
     accept_q: VecDeque<ConnHandle>,
+    /// Live passive connections per local port (the per-listener limit).
+    per_port: HashMap<u16, usize>,
+    cookies: CookieJar,
+    /// When the last SYN cookie was sent: cookie ACKs are checked only for a while after.
+    last_cookie: Option<Instant>,
+    /// Out-of-order segments held by all connections (the per-thread budget).
+    ooo_held: usize,
     ctl: VecDeque<(OutHeader, Ipv4Address)>,
     next_port: u16,
     backlog: usize,
@@ -92,13 +106,26 @@ pub struct Endpoint<B> {
     closed_stats: TcpStats,
 }
 
-/// Bound on queued endpoint-level resets (excess resets are not sent).
+/// Bound on queued endpoint-level segments, resets and cookie SYN-ACKs (excess ones are not
+/// sent).
 const MAX_CTL: usize = 1024;
+
+/// How long after the last SYN cookie was sent cookie ACKs are checked (two 64 s slots).
+const COOKIE_LIFE: netcore::Duration = netcore::Duration::from_secs(128);
 
 impl<B: SegBuf> Endpoint<B> {
     /// An endpoint for `local_ip`; `isn_key` is the RFC 6528 secret (random, from the caller).
     pub fn new(cfg: TcpConfig, local_ip: Ipv4Address, isn_key: [u8; 16]) -> Self {
+        // The cookie key: another key derived from the secret (the ISN key stays as it is).
+        let mut ck = isn_key;
+        for b in &mut ck {
+            *b = b.rotate_left(3) ^ 0xa5;
+        }
         Endpoint {
+            per_port: HashMap::new(),
+            cookies: CookieJar::new(ck),
+            last_cookie: None,
+            ooo_held: 0,
             cfg,
             local_ip,
             isn: IsnGenerator::new(isn_key),
@@ -120,8 +147,10 @@ impl<B: SegBuf> Endpoint<B> {
         self.listeners.insert(port);
     }
 
-    /// Bound on connections created by listeners and not yet taken by [`Endpoint::accept`];
-    /// SYNs beyond it are dropped (the peer retransmits). Default 1024.
+    /// Bound on connections whose handshake completed and that [`Endpoint::accept`] has not
+    /// taken yet (the accept queue); SYNs beyond it are dropped (the peer retransmits; counted:
+    /// `syn_dropped`). Default 1024. Half-open connections are bounded by
+    /// [`TcpConfig::syn_backlog`], then SYN cookies take over.
     pub fn set_backlog(&mut self, n: usize) {
         self.backlog = n;
     }
@@ -180,6 +209,10 @@ impl<B: SegBuf> Endpoint<B> {
         if self.by_tuple.contains_key(&(port, remote.0, remote.1)) {
             return Err(ConnectError::InUse);
         }
+        if self.live() >= self.cfg.max_connections {
+            self.stats.conn_limit_drops += 1;
+            return Err(ConnectError::Limit);
+        }
         let local = (self.local_ip, port);
         let iss = self.isn.isn(now, local, remote);
         Ok(self.insert(Connection::connect(
@@ -218,11 +251,17 @@ impl<B: SegBuf> Endpoint<B> {
             return Dispatch::Dropped;
         }
         let key = (h.dst_port, src, h.src_port);
+        let budget = self.cfg.max_ooo_segments_total;
+        let held = self.ooo_held;
         if let Some(&hd) = self.by_tuple.get(&key)
             && let Some(c) = self.conn_mut(hd)
             && !c.is_closed()
         {
+            let before = c.ooo_segments();
+            c.set_ooo_budget(budget.saturating_sub(held));
             c.handle_segment(now, Segment { header: h, buf });
+            let after = c.ooo_segments();
+            self.ooo_held = (held + after).saturating_sub(before);
             return Dispatch::Conn(hd);
         }
         if self.listeners.contains(&h.dst_port) {
@@ -230,30 +269,17 @@ impl<B: SegBuf> Endpoint<B> {
             if h.rst {
                 return Dispatch::Dropped;
             }
-            if h.ack.is_none() && h.syn {
-                if self.accept_q.len() >= self.backlog {
-                    let mut q = std::mem::take(&mut self.accept_q);
-                    q.retain(|&h| self.conn(h).is_some_and(|c| !c.is_closed()));
-                    self.accept_q = q;
-                    if self.accept_q.len() >= self.backlog {
-                        return Dispatch::Dropped;
-                    }
-                }
-                let local = (dst, h.dst_port);
-                let remote = (src, h.src_port);
-                let iss = self.isn.isn(now, local, remote);
-                if let Some(c) = Connection::accept(self.cfg.clone(), now, local, remote, iss, &h) {
-                    // A closed connection on this 4-tuple whose owner has not reaped it yet
-                    // keeps its slot (and its unpolled events); the new one gets another slot
-                    // and takes over the 4-tuple.
-                    let hd = self.insert(c);
-                    self.accept_q.push_back(hd);
-                    return Dispatch::NewConn(hd);
-                }
-                return Dispatch::Dropped;
-            }
             if h.ack.is_none() {
-                return Dispatch::Dropped;
+                return if h.syn {
+                    self.listen_syn(now, src, dst, &h)
+                } else {
+                    Dispatch::Dropped
+                };
+            }
+            if !h.syn
+                && let Some(opts) = self.check_cookie(now, src, dst, &h)
+            {
+                return self.accept_cookie(now, src, dst, h, buf, opts);
             }
         }
         match rst_for(&h) {
@@ -263,6 +289,197 @@ impl<B: SegBuf> Endpoint<B> {
             }
             _ => Dispatch::Dropped,
         }
+    }
+
+    /// Connections in slots (any state, until reaped).
+    fn live(&self) -> usize {
+        self.conns.len() - self.free.len()
+    }
+
+    /// Whether a new passive connection on `port` stays within the per-endpoint and
+    /// per-listener limits (counting the refusal when not).
+    fn room_for_passive(&mut self, port: u16) -> bool {
+        if self.live() >= self.cfg.max_connections {
+            self.stats.conn_limit_drops += 1;
+            return false;
+        }
+        if self.per_port.get(&port).copied().unwrap_or(0) >= self.cfg.max_listener_connections {
+            self.stats.listener_limit_drops += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Connections of listener `port` waiting for [`Endpoint::accept`]: (half-open,
+    /// established). Closed ones leave the queue here.
+    fn pending(&mut self, port: u16) -> (usize, usize) {
+        if self.accept_q.len() < self.backlog.min(self.cfg.syn_backlog) {
+            // Fewer than either bound in all: no need to count.
+            return (0, 0);
+        }
+        let mut q = std::mem::take(&mut self.accept_q);
+        q.retain(|&h| self.conn(h).is_some_and(|c| !c.is_closed()));
+        let (mut half, mut est) = (0, 0);
+        for c in q.iter().filter_map(|&h| self.conn(h)) {
+            if c.local().1 == port {
+                if c.state().is_synchronized() {
+                    est += 1;
+                } else {
+                    half += 1;
+                }
+            }
+        }
+        self.accept_q = q;
+        (half, est)
+    }
+
+    /// A SYN for listener `h.dst_port` (RFC 9293 §3.10.7.2): a new connection in SYN-RECEIVED,
+    /// or a SYN cookie when the half-open queue is full (RFC 4987 §3.6).
+    fn listen_syn(
+        &mut self,
+        now: Instant,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        h: &SegmentHeader,
+    ) -> Dispatch {
+        let (half_open, established) = self.pending(h.dst_port);
+        if established >= self.backlog {
+            // The accept queue is full: drop the SYN, the peer retries (as Linux does).
+            self.stats.syn_dropped += 1;
+            return Dispatch::Dropped;
+        }
+        if !self.room_for_passive(h.dst_port) {
+            return Dispatch::Dropped;
+        }
+        if half_open >= self.cfg.syn_backlog {
+            if !self.cfg.syn_cookies {
+                self.stats.syn_dropped += 1;
+                return Dispatch::Dropped;
+            }
+            return self.send_cookie(now, src, dst, h);
+        }
+        let local = (dst, h.dst_port);
+        let remote = (src, h.src_port);
+        let iss = self.isn.isn(now, local, remote);
+        let Some(c) = Connection::accept(self.cfg.clone(), now, local, remote, iss, h) else {
+            return Dispatch::Dropped;
+        };
+        // A closed connection on this 4-tuple whose owner has not reaped it yet keeps its
+        // slot (and its unpolled events); the new one gets another slot and the 4-tuple.
+        let hd = self.insert(c);
+        *self.per_port.entry(h.dst_port).or_insert(0) += 1;
+        self.accept_q.push_back(hd);
+        Dispatch::NewConn(hd)
+    }
+
+    /// Queue a SYN-ACK whose ISS is a SYN cookie (RFC 4987 §3.6); no state is kept. Window
+    /// scale and SACK are offered only with timestamps, whose low bits remember them.
+    fn send_cookie(
+        &mut self,
+        now: Instant,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        h: &SegmentHeader,
+    ) -> Dispatch {
+        if self.ctl.len() >= MAX_CTL {
+            self.stats.syn_dropped += 1;
+            return Dispatch::Dropped;
+        }
+        let local = (dst, h.dst_port);
+        let remote = (src, h.src_port);
+        let (iss, _) = self
+            .cookies
+            .make(now, local, remote, h.seq, h.mss.unwrap_or(536));
+        let mut o = OutHeader {
+            src_port: h.dst_port,
+            dst_port: h.src_port,
+            seq: iss,
+            ack: Some(h.seq + 1u32),
+            syn: true,
+            // RFC 7323 §2.2: the window of a SYN is never scaled.
+            window: u16::try_from(self.cfg.recv_window).unwrap_or(u16::MAX),
+            mss: Some(self.cfg.mss),
+            ..Default::default()
+        };
+        if let (true, Some((tsval, _))) = (self.cfg.timestamps, h.timestamp) {
+            let ws = h.wscale.filter(|_| self.cfg.window_scale.is_some());
+            let sack = self.cfg.sack && h.sack_permitted;
+            o.wscale = self
+                .cfg
+                .window_scale
+                .filter(|_| ws.is_some())
+                .map(|w| w.min(14));
+            o.sack_permitted = sack;
+            let clock = crate::conn::ts_offset(iss).wrapping_add(now.as_millis() as u32);
+            o.timestamp = Some((cookie::encode_ts(clock, ws, sack), tsval));
+        }
+        self.ctl.push_back((o, src));
+        self.stats.syn_cookies_sent += 1;
+        self.last_cookie = Some(now);
+        Dispatch::Cookie
+    }
+
+    /// Whether `h` (an ACK to a listener, no connection) completes a handshake we answered
+    /// with a cookie; the options the cookie carries if so.
+    fn check_cookie(
+        &self,
+        now: Instant,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        h: &SegmentHeader,
+    ) -> Option<CookieOpts> {
+        // Only while cookies were sent lately (as Linux), so stray ACKs never pass by luck
+        // when none are outstanding: a cookie lives two 64 s slots.
+        let last = self.last_cookie?;
+        if !self.cfg.syn_cookies || now.saturating_duration_since(last) > COOKIE_LIFE {
+            return None;
+        }
+        let ack = h.ack?;
+        let local = (dst, h.dst_port);
+        let remote = (src, h.src_port);
+        let mss = self.cookies.check(now, local, remote, h.seq - 1, ack - 1)?;
+        let tsecr = h.timestamp.filter(|_| self.cfg.timestamps).map(|(_, e)| e);
+        Some(CookieOpts::new(mss, tsecr))
+    }
+
+    /// Create the connection a valid cookie stands for and hand it the ACK.
+    fn accept_cookie(
+        &mut self,
+        now: Instant,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        h: SegmentHeader,
+        buf: B,
+        opts: CookieOpts,
+    ) -> Dispatch {
+        let (_, established) = self.pending(h.dst_port);
+        if established >= self.backlog || !self.room_for_passive(h.dst_port) {
+            if established >= self.backlog {
+                self.stats.syn_dropped += 1;
+            }
+            // The peer retransmits its data (or ACK) and may find room then.
+            return Dispatch::Dropped;
+        }
+        let local = (dst, h.dst_port);
+        let remote = (src, h.src_port);
+        let iss = h.ack.unwrap_or_default() - 1;
+        let Some(mut c) =
+            Connection::accept_cookie(self.cfg.clone(), now, local, remote, iss, &h, opts)
+        else {
+            return Dispatch::Dropped;
+        };
+        self.stats.syn_cookies_accepted += 1;
+        c.set_ooo_budget(
+            self.cfg
+                .max_ooo_segments_total
+                .saturating_sub(self.ooo_held),
+        );
+        c.handle_segment(now, Segment { header: h, buf });
+        self.ooo_held += c.ooo_segments();
+        let hd = self.insert(c);
+        *self.per_port.entry(local.1).or_insert(0) += 1;
+        self.accept_q.push_back(hd);
+        Dispatch::NewConn(hd)
     }
 
     /// Next connection created by a listener that completed its handshake.
@@ -333,6 +550,12 @@ impl<B: SegBuf> Endpoint<B> {
             self.by_tuple.remove(&key);
         }
         self.free.push(h.index);
+        self.ooo_held = self.ooo_held.saturating_sub(c.ooo_segments());
+        if c.is_passive()
+            && let Some(n) = self.per_port.get_mut(&c.local().1)
+        {
+            *n = n.saturating_sub(1);
+        }
         self.closed_stats.add(c.stats());
         Some(c)
     }
@@ -359,7 +582,9 @@ impl<B: SegBuf> Endpoint<B> {
         let hl = h.header_len();
         let seg = buf.get_mut(..hl)?;
         h.emit(seg, self.local_ip, dst, self.cfg.checksum);
-        self.stats.resets_sent += 1;
+        if h.rst {
+            self.stats.resets_sent += 1;
+        }
         self.stats.segs_out += 1;
         Some(Transmit {
             len: hl,

@@ -80,6 +80,7 @@ pub mod iface;
 mod cc;
 pub mod config;
 pub mod conn;
+mod cookie;
 pub mod endpoint;
 pub mod isn;
 mod rack;

@@ -17,8 +17,19 @@ pub(crate) enum Insert {
     Held,
     /// Entirely old data.
     Duplicate,
-    /// Out of order but over the bound: dropped.
-    Dropped,
+    /// Out of order but over a bound: dropped.
+    Dropped(Bound),
+}
+
+/// Which bound refused an out-of-order segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Bytes or segments held by this connection.
+    Connection,
+    /// Tiny segments held by this connection.
+    Small,
+    /// Segments held over the whole endpoint (the caller's budget).
+    Budget,
 }
 
 #[derive(Debug)]
@@ -30,10 +41,14 @@ pub(crate) struct RecvQueue<B> {
     last_ooo: Option<(u64, u64)>,
     max_bytes: usize,
     max_segs: usize,
+    /// Held segments shorter than `small_len`, and the bound on them.
+    small: usize,
+    small_len: usize,
+    max_small: usize,
 }
 
 impl<B: AsRef<[u8]>> RecvQueue<B> {
-    pub(crate) fn new(max_bytes: usize, max_segs: usize) -> Self {
+    pub(crate) fn new(max_bytes: usize, max_segs: usize, max_small: usize) -> Self {
         RecvQueue {
             inorder: VecDeque::new(),
             inorder_bytes: 0,
@@ -42,7 +57,26 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             last_ooo: None,
             max_bytes,
             max_segs,
+            small: 0,
+            small_len: 0,
+            max_small,
         }
+    }
+
+    /// Segments shorter than `len` bytes count as small (set once the MSS is known).
+    pub(crate) fn set_small_len(&mut self, len: usize) {
+        if self.ooo.is_empty() {
+            self.small_len = len;
+        }
+    }
+
+    fn is_small(&self, r: &Range<usize>) -> bool {
+        r.len() < self.small_len
+    }
+
+    /// Segments held out of order (each pins one receive buffer).
+    pub(crate) fn ooo_segments(&self) -> usize {
+        self.ooo.len()
     }
 
     /// Unread in-order bytes.
@@ -62,12 +96,14 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
 
     /// Insert payload `buf[range]` starting at absolute sequence `start`; `rcv_nxt` advances
     /// over whatever becomes contiguous. The caller has already trimmed to the window.
+    /// `budget`: how many more segments the endpoint lets this connection hold out of order.
     pub(crate) fn insert(
         &mut self,
         rcv_nxt: &mut u64,
         start: u64,
         buf: B,
         range: Range<usize>,
+        budget: usize,
     ) -> Insert {
         let len = range.len() as u64;
         let end = start + len;
@@ -89,12 +125,24 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             self.last_ooo = Some((start, start + r.len() as u64));
             return Insert::Duplicate;
         }
-        if self.ooo_bytes + range.len() > self.max_bytes || self.ooo.len() >= self.max_segs {
-            return Insert::Dropped;
+        let replaces = self.ooo.contains_key(&start);
+        if self.ooo_bytes + range.len() > self.max_bytes
+            || (!replaces && self.ooo.len() >= self.max_segs)
+        {
+            return Insert::Dropped(Bound::Connection);
+        }
+        if !replaces && budget == 0 {
+            return Insert::Dropped(Bound::Budget);
+        }
+        let small = self.is_small(&range);
+        if small && self.small >= self.max_small {
+            return Insert::Dropped(Bound::Small);
         }
         self.ooo_bytes += range.len();
+        self.small += usize::from(small);
         if let Some((_, old)) = self.ooo.insert(start, (buf, range)) {
             self.ooo_bytes -= old.len();
+            self.small -= usize::from(self.is_small(&old));
         }
         self.last_ooo = Some((start, end));
         Insert::Held
@@ -109,6 +157,7 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             }
             let (buf, range) = entry.remove();
             self.ooo_bytes -= range.len();
+            self.small -= usize::from(self.is_small(&range));
             filled = true;
             let end = start + range.len() as u64;
             if end > *rcv_nxt {
@@ -214,22 +263,22 @@ mod tests {
 
     #[test]
     fn reorders_trims_and_bounds() {
-        let mut q: RecvQueue<Vec<u8>> = RecvQueue::new(10, 8);
+        let mut q: RecvQueue<Vec<u8>> = RecvQueue::new(10, 8, 8);
         let mut nxt = 100u64;
         assert_eq!(
-            q.insert(&mut nxt, 105, b"fghij".to_vec(), 0..5),
+            q.insert(&mut nxt, 105, b"fghij".to_vec(), 0..5, 100),
             Insert::Held
         );
         let mut blocks = [(0, 0); 3];
         assert_eq!(q.sack_blocks(&mut blocks), 1);
         assert_eq!(blocks[0], (105, 110));
         assert_eq!(
-            q.insert(&mut nxt, 112, b"0123456789".to_vec(), 0..10),
-            Insert::Dropped
+            q.insert(&mut nxt, 112, b"0123456789".to_vec(), 0..10, 100),
+            Insert::Dropped(Bound::Connection)
         );
         // Overlaps 105..107: trimmed on drain.
         assert_eq!(
-            q.insert(&mut nxt, 100, b"abcdefg".to_vec(), 0..7),
+            q.insert(&mut nxt, 100, b"abcdefg".to_vec(), 0..7, 100),
             Insert::InOrder { filled: true }
         );
         assert_eq!(nxt, 110);
@@ -241,11 +290,11 @@ mod tests {
         assert_eq!(out, b"abcdefghij");
         // Partial consumption across chunks.
         assert_eq!(
-            q.insert(&mut nxt, 110, b"klm".to_vec(), 0..3),
+            q.insert(&mut nxt, 110, b"klm".to_vec(), 0..3, 100),
             Insert::InOrder { filled: false }
         );
         assert_eq!(
-            q.insert(&mut nxt, 113, b"nop".to_vec(), 0..3),
+            q.insert(&mut nxt, 113, b"nop".to_vec(), 0..3, 100),
             Insert::InOrder { filled: false }
         );
         assert_eq!(q.consume(4), 4);
@@ -255,9 +304,36 @@ mod tests {
         assert_eq!(q.consume(10), 2);
         assert!(q.front().is_none());
         assert_eq!(
-            q.insert(&mut nxt, 100, b"x".to_vec(), 0..1),
+            q.insert(&mut nxt, 100, b"x".to_vec(), 0..1, 100),
             Insert::Duplicate
         );
         assert_eq!(q.ooo_bytes(), 0);
+    }
+
+    #[test]
+    fn small_segments_and_budget_bounded() {
+        let mut q: RecvQueue<Vec<u8>> = RecvQueue::new(1 << 20, 100, 2);
+        q.set_small_len(4);
+        let mut nxt = 0u64;
+        assert_eq!(q.insert(&mut nxt, 10, vec![1], 0..1, 100), Insert::Held);
+        assert_eq!(q.insert(&mut nxt, 20, vec![1], 0..1, 100), Insert::Held);
+        assert_eq!(
+            q.insert(&mut nxt, 30, vec![1], 0..1, 100),
+            Insert::Dropped(Bound::Small)
+        );
+        // Full-sized segments are still taken, within the endpoint's budget.
+        assert_eq!(q.insert(&mut nxt, 40, vec![1; 8], 0..8, 1), Insert::Held);
+        assert_eq!(
+            q.insert(&mut nxt, 50, vec![1; 8], 0..8, 0),
+            Insert::Dropped(Bound::Budget)
+        );
+        assert_eq!(q.ooo_segments(), 3);
+        // Draining releases the small ones.
+        assert_eq!(
+            q.insert(&mut nxt, 0, vec![0; 30], 0..30, 0),
+            Insert::InOrder { filled: true }
+        );
+        assert_eq!(q.ooo_segments(), 1);
+        assert_eq!(q.insert(&mut nxt, 60, vec![1], 0..1, 100), Insert::Held);
     }
 }

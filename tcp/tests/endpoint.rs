@@ -90,12 +90,16 @@ fn listener_demuxes_by_tuple_with_distinct_isns() {
     assert_eq!(ep.stats().resets_sent, 10);
 }
 
-/// The backlog bounds connections awaiting accept; extra SYNs are dropped.
+/// `syn_backlog` bounds half-open connections; with SYN cookies off, extra SYNs are dropped.
 #[test]
 fn backlog_bounds_half_open() {
-    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [1; 16]);
+    let cfg = TcpConfig {
+        syn_backlog: 3,
+        syn_cookies: false,
+        ..TcpConfig::default()
+    };
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg, LOCAL, [1; 16]);
     ep.listen(80);
-    ep.set_backlog(3);
     let now = Instant::from_millis(1);
     let mut created = 0;
     for port in 2000..2010 {
@@ -412,4 +416,288 @@ fn stale_handles_never_reach_another_connection() {
     assert!(ep.conn(old).is_none() && ep.conn_mut(old).is_none());
     assert_eq!(ep.conn(new).unwrap().state(), State::SynReceived);
     assert_eq!(ep.handles().len(), 2);
+}
+
+fn seg(
+    sport: u16,
+    seq: u32,
+    ack: Option<u32>,
+    syn: bool,
+    ts: Option<(u32, u32)>,
+    payload: &[u8],
+) -> Vec<u8> {
+    let h = Hdr {
+        src_port: sport,
+        dst_port: 80,
+        seq,
+        ack,
+        syn,
+        fin: false,
+        rst: false,
+        psh: false,
+        window: 1000,
+        mss: syn.then_some(1460),
+        ws: syn.then_some(5),
+        sack_perm: syn,
+        sack: [None; 3],
+        ts,
+    };
+    build_segment(&h, payload, false)
+}
+
+fn deliver(ep: &mut Endpoint<Vec<u8>>, now: Instant, s: Vec<u8>) -> Dispatch {
+    let n = s.len();
+    ep.handle_segment(now, REMOTE, LOCAL, s, 0..n)
+}
+
+/// The endpoint-level segments queued (cookie SYN-ACKs, resets), parsed.
+fn endpoint_out(ep: &mut Endpoint<Vec<u8>>) -> Vec<tcp::SegmentHeader> {
+    let mut buf = vec![0u8; 100];
+    let mut v = Vec::new();
+    while let Some(t) = ep.poll_transmit(&mut buf) {
+        v.push(tcp::parse_segment(&buf, 0..t.len, LOCAL, REMOTE, ChecksumMode::Software).unwrap());
+    }
+    v
+}
+
+/// RFC 4987 §3.6: once `syn_backlog` half-open connections wait, SYNs are answered with a
+/// cookie SYN-ACK and no state; the handshake's ACK creates the connection, with the MSS,
+/// window scale and SACK the cookie and the timestamp echo remember, and its data is taken.
+/// A forged ACK is answered with a reset (RFC 9293 §3.10.7.2).
+#[test]
+fn syn_cookies_once_the_half_open_queue_is_full() {
+    let cfg = TcpConfig {
+        syn_backlog: 3,
+        ..TcpConfig::default()
+    };
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg, LOCAL, [6; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(10_000);
+    for port in 5000..5003 {
+        let d = deliver(&mut ep, now, seg(port, 100, None, true, Some((7, 0)), &[]));
+        assert!(matches!(d, Dispatch::NewConn(_)), "{d:?}");
+    }
+    for port in 5003..5005 {
+        let d = deliver(&mut ep, now, seg(port, 100, None, true, Some((7, 0)), &[]));
+        assert_eq!(d, Dispatch::Cookie);
+    }
+    let out = endpoint_out(&mut ep);
+    assert_eq!(out.len(), 2);
+    let sa = &out[0];
+    assert!(sa.syn && sa.ack == Some(netcore::Seq32(101)));
+    assert_eq!(
+        (sa.mss, sa.wscale, sa.sack_permitted),
+        (Some(1460), Some(7), true)
+    );
+    let (tsval, tsecr) = sa.timestamp.unwrap();
+    assert_eq!(tsecr, 7);
+    assert_eq!(ep.handles().len(), 3, "no state for cookie SYNs");
+    assert_eq!(ep.stats().syn_cookies_sent, 2);
+    // The handshake's ACK, with data: a connection appears, established, with the options.
+    let iss = sa.seq.0;
+    let later = Instant::from_millis(10_050);
+    let d = deliver(
+        &mut ep,
+        later,
+        seg(
+            5003,
+            101,
+            Some(iss.wrapping_add(1)),
+            false,
+            Some((8, tsval)),
+            b"hello",
+        ),
+    );
+    let Dispatch::NewConn(h) = d else {
+        panic!("cookie ACK not accepted: {d:?}")
+    };
+    let c = ep.conn_mut(h).unwrap();
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.negotiated(), (true, true, 5, 7));
+    assert_eq!(c.emss(), 1448);
+    let (b, r) = c.poll_readable().unwrap();
+    assert_eq!(&b[r], b"hello");
+    assert_eq!(ep.accept(), Some(h));
+    assert_eq!(ep.stats().syn_cookies_accepted, 1);
+    // A forged cookie (wrong ACK) is reset; so is the right cookie for another peer ISN.
+    let d = deliver(
+        &mut ep,
+        later,
+        seg(5004, 101, Some(iss.wrapping_add(2)), false, None, &[]),
+    );
+    assert_eq!(d, Dispatch::Reset);
+    let d = deliver(
+        &mut ep,
+        later,
+        seg(5004, 555, Some(iss.wrapping_add(1)), false, None, &[]),
+    );
+    assert_eq!(d, Dispatch::Reset);
+    assert_eq!(ep.stats().syn_cookies_accepted, 1);
+}
+
+/// Without timestamps a cookie cannot remember window scale and SACK: the SYN-ACK offers
+/// neither (RFC 4987 §3.6), and the connection uses neither. With cookies off, the SYN is
+/// dropped and counted.
+#[test]
+fn syn_cookie_without_timestamps_and_cookies_off() {
+    let cfg = TcpConfig {
+        syn_backlog: 1,
+        ..TcpConfig::default()
+    };
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg.clone(), LOCAL, [6; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(1);
+    assert!(matches!(
+        deliver(&mut ep, now, seg(6000, 1, None, true, None, &[])),
+        Dispatch::NewConn(_)
+    ));
+    assert_eq!(
+        deliver(&mut ep, now, seg(6001, 1, None, true, None, &[])),
+        Dispatch::Cookie
+    );
+    let sa = endpoint_out(&mut ep).remove(0);
+    assert_eq!(
+        (sa.wscale, sa.sack_permitted, sa.timestamp),
+        (None, false, None)
+    );
+    let d = deliver(
+        &mut ep,
+        now,
+        seg(6001, 2, Some(sa.seq.0.wrapping_add(1)), false, None, &[]),
+    );
+    let Dispatch::NewConn(h) = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(ep.conn(h).unwrap().negotiated(), (false, false, 0, 0));
+    assert_eq!(ep.conn(h).unwrap().emss(), 1460);
+
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(
+        TcpConfig {
+            syn_cookies: false,
+            ..cfg
+        },
+        LOCAL,
+        [6; 16],
+    );
+    ep.listen(80);
+    deliver(&mut ep, now, seg(6000, 1, None, true, None, &[]));
+    assert_eq!(
+        deliver(&mut ep, now, seg(6001, 1, None, true, None, &[])),
+        Dispatch::Dropped
+    );
+    assert_eq!(ep.stats().syn_dropped, 1);
+    assert!(endpoint_out(&mut ep).is_empty());
+}
+
+/// Limits on connections per endpoint and per listener refuse SYNs and connects, counted.
+#[test]
+fn connection_limits_counted() {
+    let cfg = TcpConfig {
+        max_connections: 3,
+        max_listener_connections: 2,
+        ..TcpConfig::default()
+    };
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg, LOCAL, [6; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(1);
+    let mut made = Vec::new();
+    for port in 7000..7003 {
+        if let Dispatch::NewConn(h) = deliver(&mut ep, now, seg(port, 1, None, true, None, &[])) {
+            made.push(h);
+        }
+    }
+    assert_eq!(made.len(), 2);
+    assert_eq!(ep.stats().listener_limit_drops, 1);
+    let c = ep.connect(now, 0, (REMOTE, 9)).unwrap();
+    assert_eq!(
+        ep.connect(now, 0, (REMOTE, 10)),
+        Err(tcp::ConnectError::Limit)
+    );
+    assert_eq!(ep.stats().conn_limit_drops, 1);
+    // Reaping frees room for the listener again.
+    ep.conn_mut(made[0]).unwrap().abort();
+    let _ = ep.conn_mut(made[0]).unwrap().poll_event();
+    assert_eq!(ep.reap_closed(), 1);
+    assert!(matches!(
+        deliver(&mut ep, now, seg(7005, 1, None, true, None, &[])),
+        Dispatch::NewConn(_)
+    ));
+    assert!(ep.conn(c).is_some());
+}
+
+/// The per-endpoint budget of out-of-order segments (each pins a receive buffer, an mbuf)
+/// holds over all connections; the refused segments are counted and acknowledged, and the
+/// budget returns when the holes fill.
+#[test]
+fn out_of_order_budget_per_endpoint() {
+    let cfg = TcpConfig {
+        max_ooo_segments_total: 3,
+        ..TcpConfig::default()
+    };
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(cfg, LOCAL, [6; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(1);
+    let mut buf = vec![0u8; 1600];
+    let mut conns = Vec::new();
+    for port in [8000u16, 8001] {
+        let Dispatch::NewConn(h) = deliver(&mut ep, now, seg(port, 0, None, true, None, &[]))
+        else {
+            panic!()
+        };
+        let t = ep
+            .conn_mut(h)
+            .unwrap()
+            .poll_transmit(now, &mut buf, &mut NoData)
+            .unwrap();
+        let sa = tcp::parse_segment(&buf, 0..t.len, LOCAL, REMOTE, ChecksumMode::Software).unwrap();
+        let iss = sa.seq.0;
+        deliver(
+            &mut ep,
+            now,
+            seg(port, 1, Some(iss.wrapping_add(1)), false, None, &[]),
+        );
+        conns.push((port, iss, h));
+    }
+    // Two out-of-order segments on each connection: the fourth exceeds the budget.
+    for (port, iss, _) in &conns {
+        for k in 1..3u32 {
+            deliver(
+                &mut ep,
+                now,
+                seg(
+                    *port,
+                    1 + 1000 * k,
+                    Some(iss.wrapping_add(1)),
+                    false,
+                    None,
+                    &[7; 500],
+                ),
+            );
+        }
+    }
+    let s = ep.stats();
+    assert_eq!((s.ooo_held, s.ooo_dropped_budget), (3, 1));
+    // The first connection's hole fills: its held segments are released, room again.
+    let (port, iss, h) = conns[0];
+    deliver(
+        &mut ep,
+        now,
+        seg(port, 1, Some(iss.wrapping_add(1)), false, None, &[7; 2000]),
+    );
+    assert_eq!(ep.conn(h).unwrap().ooo_segments(), 0);
+    let (port, iss, _) = conns[1];
+    deliver(
+        &mut ep,
+        now,
+        seg(
+            port,
+            1 + 3000,
+            Some(iss.wrapping_add(1)),
+            false,
+            None,
+            &[7; 500],
+        ),
+    );
+    assert_eq!(ep.stats().ooo_held, 4);
+    assert_eq!(ep.stats().ooo_dropped_budget, 1);
 }

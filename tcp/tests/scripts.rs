@@ -58,3 +58,6 @@ mod data;
 
 #[path = "script/rack.rs"]
 mod rack;
+
+#[path = "script/dupack.rs"]
+mod dupack;

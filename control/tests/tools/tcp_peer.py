@@ -12,11 +12,28 @@
                                   socket): bad checksum, bad data offset, truncated header,
                                   out-of-window data, RST with a wrong sequence number, and a SYN
                                   with data; prints 'inject sent=K'
-Every mode is bounded in time (TIMEOUT env, default 300 s).
+Every mode is bounded in time (TIMEOUT env, default 300 s). CC=<name> sets the congestion
+control of every socket (TCP_CONGESTION; root may pick one outside
+net.ipv4.tcp_allowed_congestion_control), for like-for-like comparisons.
 """
 import hashlib, os, random, selectors, socket, struct, sys, threading, time
 
 TIMEOUT = float(os.environ.get("TIMEOUT", "300"))
+
+
+def tune(s):
+    """Apply the CC environment variable to socket `s` (before connect/listen)."""
+    cc = os.environ.get("CC")
+    if cc:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    return s
+
+
+def connect(host, port):
+    s = tune(socket.socket())
+    s.settimeout(TIMEOUT)
+    s.connect((host, port))
+    return s
 
 
 def data(n, seed=1):
@@ -27,7 +44,7 @@ def data(n, seed=1):
 
 def echo(host, port, nbytes):
     payload = data(nbytes)
-    s = socket.create_connection((host, port), timeout=TIMEOUT)
+    s = connect(host, port)
     print(f"echo local_port={s.getsockname()[1]}", flush=True)
     got = bytearray()
     err = []
@@ -61,7 +78,7 @@ def many(host, port, conns, nbytes):
     sel = selectors.DefaultSelector()
     state = {}
     for i in range(conns):
-        s = socket.socket()
+        s = tune(socket.socket())
         s.setblocking(False)
         s.connect_ex((host, port))
         payload = data(nbytes, seed=i + 7)
@@ -107,7 +124,7 @@ def many(host, port, conns, nbytes):
 def discard(host, port, nbytes):
     payload = data(nbytes, seed=3)
     t0 = time.time()
-    s = socket.create_connection((host, port), timeout=TIMEOUT)
+    s = connect(host, port)
     s.sendall(payload)
     s.shutdown(socket.SHUT_WR)
     s.recv(1)
@@ -118,13 +135,14 @@ def discard(host, port, nbytes):
 
 
 def server(port):
-    ls = socket.socket()
+    ls = tune(socket.socket())
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("0.0.0.0", port))
     ls.listen(4)
     ls.settimeout(TIMEOUT)
     print("server listening", flush=True)
     c, _ = ls.accept()
+    tune(c)
     c.settimeout(TIMEOUT)
     h = hashlib.sha256()
     tail = b""

@@ -3,7 +3,7 @@
 use netcore::{Duration, Instant, Seq32};
 
 use super::{CloseReason, Connection, Event, SegBuf, Segment, State};
-use crate::reasm::Insert;
+use crate::reasm::{Bound, Insert};
 use crate::wire::{OutHeader, SegmentHeader};
 
 /// The RST answering `h` when there is no (matching) connection (RFC 9293 §3.10.7.1):
@@ -35,6 +35,10 @@ impl<B: SegBuf> Connection<B> {
         let Segment { header: h, buf } = seg;
         self.stats.segs_in += 1;
         self.last_rx = now;
+        if self.state == State::FinWait2 {
+            // The peer is alive: the FIN-WAIT-2 timeout restarts.
+            self.fin_wait2_at = self.cfg.fin_wait2_timeout.map(|d| now + d);
+        }
         self.keepalive_probes = 0;
         match self.state {
             State::Closed => {
@@ -168,7 +172,9 @@ impl<B: SegBuf> Connection<B> {
         };
         if !acceptable {
             if !h.rst {
-                self.ack_now = true;
+                // RFC 9293 §3.10.7.4: an unacceptable segment draws <SEQ=SND.NXT><ACK=RCV.NXT>,
+                // a pure ACK (a duplicate one for the sender, RFC 5681 §4.2).
+                self.owe_dupack();
                 let plen = h.payload_len() as i64;
                 if plen > 0 && off < 0 {
                     // RFC 2883 §4.1.1: report the duplicate in a D-SACK block.
@@ -275,8 +281,8 @@ impl<B: SegBuf> Connection<B> {
                 self.rcv_fin = Some(fin_at as u64);
             }
             if fin_at > self.rcv_nxt as i64 {
-                // Out of order: acknowledge at once (RFC 5681 §4.2).
-                self.ack_now = true;
+                // Out of order: an immediate duplicate ACK (RFC 5681 §4.2).
+                self.owe_dupack();
             }
         }
         self.check_fin(now);
@@ -304,7 +310,10 @@ impl<B: SegBuf> Connection<B> {
         };
         let before = self.rcv_nxt;
         let range_len = range.len();
-        match self.rx.insert(&mut self.rcv_nxt, start, buf, range) {
+        match self
+            .rx
+            .insert(&mut self.rcv_nxt, start, buf, range, self.ooo_budget)
+        {
             Insert::InOrder { filled } => {
                 self.stats.bytes_in += self.rcv_nxt - before;
                 // RFC 5681 §4.2: ACK at once when filling a gap or while a gap remains.
@@ -320,19 +329,26 @@ impl<B: SegBuf> Connection<B> {
                     }
                 }
             }
+            // RFC 5681 §4.2 / RFC 9293 §3.10.7.4: an out-of-order segment draws an immediate
+            // duplicate ACK, a pure one whatever data we have waiting (RFC 5681 §2: a sender
+            // without SACK counts only ACKs without data).
             Insert::Held => {
                 self.stats.ooo_held += 1;
-                self.ack_now = true;
+                self.owe_dupack();
             }
             Insert::Duplicate => {
                 // Old data, or a held segment received twice (RFC 2883 §4.1.3).
                 let e = start + (range_len as u64);
                 self.note_dsack(start, e);
-                self.ack_now = true;
+                self.owe_dupack();
             }
-            Insert::Dropped => {
-                self.stats.ooo_dropped += 1;
-                self.ack_now = true;
+            Insert::Dropped(why) => {
+                match why {
+                    Bound::Connection => self.stats.ooo_dropped += 1,
+                    Bound::Small => self.stats.ooo_dropped_small += 1,
+                    Bound::Budget => self.stats.ooo_dropped_budget += 1,
+                }
+                self.owe_dupack();
             }
         }
     }
@@ -371,6 +387,7 @@ impl<B: SegBuf> Connection<B> {
 
     pub(super) fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
+        self.fin_wait2_at = None;
         self.rtx_at = None;
         self.persist_at = None;
         self.keepalive_at = None;
@@ -587,6 +604,7 @@ impl<B: SegBuf> Connection<B> {
             match self.state {
                 State::FinWait1 => {
                     self.state = State::FinWait2;
+                    self.fin_wait2_at = self.cfg.fin_wait2_timeout.map(|d| now + d);
                 }
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => self.finish(CloseReason::Normal),

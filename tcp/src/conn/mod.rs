@@ -272,6 +272,9 @@ pub struct Connection<B> {
     dsack: Option<(u64, u64)>,
     fin_delivered: bool,
     rx: RecvQueue<B>,
+    /// More segments the owner lets this connection hold out of order (the endpoint's
+    /// per-thread budget; unlimited for a connection used on its own).
+    ooo_budget: usize,
     last_ack_sent: u64,
 
     // Negotiated options.
@@ -308,6 +311,10 @@ pub struct Connection<B> {
 
     // Pending output.
     ack_now: bool,
+    /// Pure ACKs owed for segments that arrived out of order or unacceptable (RFC 5681 §4.2,
+    /// RFC 9293 §3.10.7.4): one each, without data, so a sender counts them as duplicate ACKs
+    /// (RFC 5681 §2 counts only ACKs that carry no data) even when we have data waiting.
+    dupacks_owed: u32,
     /// SACK information did not fit in the last data segment: send it in a pure ACK.
     sack_owed: bool,
     unacked_segs: u32,
@@ -323,6 +330,7 @@ pub struct Connection<B> {
     keepalive_at: Option<Instant>,
     keepalive_probes: u32,
     timewait_at: Option<Instant>,
+    fin_wait2_at: Option<Instant>,
     last_rx: Instant,
 
     events: VecDeque<Event>,
@@ -332,6 +340,14 @@ pub struct Connection<B> {
     tx_inline: bool,
     stats: TcpStats,
 }
+
+/// RFC 7323 §5.4: a per-connection random offset for TSval; the keyed ISN serves.
+pub(crate) fn ts_offset(iss: Seq32) -> u32 {
+    iss.0.rotate_left(13)
+}
+
+/// Bound on the pure duplicate ACKs owed between two polls.
+const MAX_DUPACKS_OWED: u32 = 64;
 
 /// Default MSS when the peer sends none (RFC 9293 §3.7.1).
 const DEFAULT_MSS: u16 = 536;
@@ -349,7 +365,11 @@ impl<B: SegBuf> Connection<B> {
     ) -> Self {
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
         let cc = Congestion::new(cfg.cc, cfg.mss, cfg.initial_cwnd_segments);
-        let rx = RecvQueue::new(cfg.max_ooo_bytes, cfg.max_ooo_segments);
+        let rx = RecvQueue::new(
+            cfg.max_ooo_bytes,
+            cfg.max_ooo_segments,
+            cfg.max_ooo_small_segments,
+        );
         Connection {
             state: State::Closed,
             local,
@@ -377,13 +397,13 @@ impl<B: SegBuf> Connection<B> {
             dsack: None,
             fin_delivered: false,
             rx,
+            ooo_budget: usize::MAX,
             last_ack_sent: 0,
             peer_mss: DEFAULT_MSS,
             sack_ok: false,
             ts_ok: false,
             ts_recent: 0,
-            // RFC 7323 §5.4: a per-connection random offset for TSval; the keyed ISN serves.
-            ts_offset: iss.0.rotate_left(13),
+            ts_offset: ts_offset(iss),
             rtt,
             rtt_probe: None,
             cc,
@@ -402,6 +422,7 @@ impl<B: SegBuf> Connection<B> {
             tlp_end: None,
             tlp_rtx: false,
             ack_now: false,
+            dupacks_owed: 0,
             sack_owed: false,
             unacked_segs: 0,
             ctl: VecDeque::new(),
@@ -414,6 +435,7 @@ impl<B: SegBuf> Connection<B> {
             keepalive_at: None,
             keepalive_probes: 0,
             timewait_at: None,
+            fin_wait2_at: None,
             last_rx: now,
             events: VecDeque::new(),
             acked_event: false,
@@ -464,6 +486,45 @@ impl<B: SegBuf> Connection<B> {
         Some(c)
     }
 
+    /// Passive open from a SYN cookie (RFC 4987 §3.6): `ack` is the handshake's ACK whose
+    /// SEG.ACK - 1 = `iss` carried a valid cookie, `opts` what the cookie remembered of the SYN.
+    /// The connection starts in SYN-RECEIVED with its SYN-ACK already sent; process `ack`
+    /// next (it completes the handshake and may carry data).
+    pub(crate) fn accept_cookie(
+        cfg: TcpConfig,
+        now: Instant,
+        local: SockAddr,
+        remote: SockAddr,
+        iss: Seq32,
+        ack: &SegmentHeader,
+        opts: crate::cookie::CookieOpts,
+    ) -> Option<Self> {
+        let syn = SegmentHeader {
+            src_port: remote.1,
+            dst_port: local.1,
+            seq: ack.seq - 1,
+            ack: None,
+            syn: true,
+            fin: false,
+            rst: false,
+            window: ack.window,
+            mss: Some(opts.mss),
+            wscale: opts.wscale,
+            sack_permitted: opts.sack,
+            sack: [None; 3],
+            timestamp: ack.timestamp.map(|(v, _)| (v, 0)),
+            payload: 0..0,
+        };
+        let mut c = Self::accept(cfg, now, local, remote, iss, &syn)?;
+        // The endpoint sent the SYN-ACK: SND.NXT = SND.MAX = ISS + 1, and the window it
+        // offered (unscaled, RFC 7323 §2.2) is the right edge.
+        c.syn_needed = false;
+        c.snd_nxt = 1;
+        c.snd_max = 1;
+        c.rcv_adv = 1 + u64::from(c.cfg.recv_window.min(0xffff));
+        Some(c)
+    }
+
     /// RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2 window scale and timestamps, RFC 2018 §2 SACK.
     fn take_syn_options(&mut self, h: &SegmentHeader) {
         self.peer_mss = h.mss.unwrap_or(DEFAULT_MSS).max(64);
@@ -487,6 +548,15 @@ impl<B: SegBuf> Connection<B> {
             self.ts_ok = false;
         }
         self.cc.set_mss(self.emss(), self.cfg.initial_cwnd_segments);
+        // Out-of-order segments below a quarter of the MSS count as small.
+        self.rx
+            .set_small_len(usize::from(self.cfg.mss.min(self.peer_mss) / 4));
+    }
+
+    /// Let this connection hold at most `n` more out-of-order segments (set by the endpoint
+    /// before each segment from its per-thread budget).
+    pub(crate) fn set_ooo_budget(&mut self, n: usize) {
+        self.ooo_budget = n;
     }
 
     // ---- getters ----
@@ -561,6 +631,10 @@ impl<B: SegBuf> Connection<B> {
     /// Bytes held out of order.
     pub fn ooo_bytes(&self) -> usize {
         self.rx.ooo_bytes()
+    }
+    /// Segments (receive buffers) held out of order.
+    pub fn ooo_segments(&self) -> usize {
+        self.rx.ooo_segments()
     }
     /// Whether the peer's FIN arrived and everything before it was read.
     pub fn is_recv_finished(&self) -> bool {
@@ -740,6 +814,13 @@ impl<B: SegBuf> Connection<B> {
         u64::from(self.cfg.recv_window).saturating_sub(self.rx.readable_bytes() as u64)
     }
 
+    /// An out-of-order or unacceptable segment arrived: owe one immediate pure ACK for it
+    /// (bounded: a burst beyond the bound between two polls gets fewer duplicates).
+    pub(crate) fn owe_dupack(&mut self) {
+        self.ack_now = true;
+        self.dupacks_owed = (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
+    }
+
     /// Queue a control segment (a reset); bounded so a flood of bad segments between polls
     /// cannot grow memory.
     pub(crate) fn push_ctl(&mut self, h: OutHeader) {
@@ -759,6 +840,7 @@ impl<B: SegBuf> Connection<B> {
         self.delack_at = None;
         self.keepalive_at = None;
         self.timewait_at = None;
+        self.fin_wait2_at = None;
         self.reo_at = None;
         self.tlp_at = None;
         self.events.push_back(Event::Closed(why));

@@ -86,6 +86,13 @@ impl<B: SegBuf> Connection<B> {
         if self.state == State::Closed {
             return None;
         }
+        if self.dupacks_owed > 0 && self.state != State::SynSent {
+            // RFC 5681 §4.2: duplicate ACKs go out at once and without data.
+            self.dupacks_owed -= 1;
+            self.sack_owed = false;
+            let h = self.base_header();
+            return self.emit(now, h, buf, 0..0, src);
+        }
         if std::mem::take(&mut self.sack_owed)
             && self.state != State::SynSent
             && (self.rx.has_ooo() || self.dsack.is_some())
@@ -507,12 +514,18 @@ impl<B: SegBuf> Connection<B> {
     }
 
     /// The window field to advertise; the right edge never moves left (RFC 9293 §3.8.6.2.2,
-    /// RFC 7323 §2.4).
+    /// RFC 7323 §2.4), and moves right only by at least min(RCV.BUFF/2, Eff.snd.MSS)
+    /// (receiver SWS avoidance, RFC 9293 §3.8.6.2.2). So the window stays put while only a
+    /// little was read, and a run of duplicate ACKs carries one window value (a sender counts
+    /// an ACK that changes the window as a window update, not a duplicate: RFC 5681 §2 (e)).
     fn window_field(&mut self, syn: bool) -> u16 {
         let shift = if syn { 0 } else { self.rcv_wscale };
-        let want = self
-            .rcv_window_avail()
-            .max(self.rcv_adv.saturating_sub(self.rcv_nxt));
+        let avail = self.rcv_window_avail();
+        let cur = self.rcv_adv.saturating_sub(self.rcv_nxt);
+        let step = u64::from(self.cfg.recv_window / 2)
+            .min(u64::from(self.cfg.mss))
+            .max(1);
+        let want = if avail >= cur + step { avail } else { cur };
         let max = 0xffffu64 << shift;
         let w = want.min(max);
         // Round up so the scaled value never falls below the old right edge.

@@ -1,5 +1,5 @@
 //! Timers: retransmission (RFC 6298), persist (RFC 9293 §3.8.6.1), delayed ACK
-//! (RFC 9293 §3.8.6.3), keepalive (RFC 9293 §3.8.4), TIME-WAIT (RFC 9293 §3.3.2), and
+//! (RFC 9293 §3.8.6.3), keepalive (RFC 9293 §3.8.4), TIME-WAIT (RFC 9293 §3.3.2), FIN-WAIT-2, and
 //! RACK-TLP's reordering timer and probe timeout (RFC 8985 §6.3, §7.2).
 
 use netcore::{Duration, Instant};
@@ -16,6 +16,7 @@ impl<B: SegBuf> Connection<B> {
             self.delack_at,
             self.keepalive_at,
             self.timewait_at,
+            self.fin_wait2_at,
             self.reo_at,
             self.tlp_at,
         ]
@@ -108,6 +109,20 @@ impl<B: SegBuf> Connection<B> {
             // RFC 9293 §3.10.8: TIME-WAIT timeout, delete the TCB.
             self.timewait_at = None;
             self.finish(CloseReason::Normal);
+            return;
+        }
+        if self.fin_wait2_at.is_some_and(|t| t <= now) {
+            // FIN-WAIT-2 timeout (Linux's tcp_fin_timeout; RFC 9293 sets none): the peer never
+            // closed. Reset it so it learns, and drop the connection.
+            self.fin_wait2_at = None;
+            self.stats.fin_wait2_timeouts += 1;
+            let seq = self.wire_snd(self.snd_max);
+            self.push_ctl(crate::wire::OutHeader {
+                seq,
+                rst: true,
+                ..Default::default()
+            });
+            self.finish(CloseReason::Timeout);
             return;
         }
         if self.delack_at.is_some_and(|t| t <= now) {

@@ -283,3 +283,44 @@ fn close_in_syn_received() {
 ",
     );
 }
+
+/// FIN-WAIT-2 timeout (RFC 9293 sets none; Linux's `tcp_fin_timeout`): our FIN is
+/// acknowledged and the peer never closes. Its segments restart the timer; after the timeout
+/// of silence the connection is reset and closed with a timeout.
+#[test]
+fn fin_wait2_times_out() {
+    run_est(
+        "0 cfg finwait2 5000",
+        r"
+10  close
+10  > F. 1:1(0) ack 1
+20  < . 1:1(0) ack 2
+20  state FinWait2
+3000 < P. 1:101(100) ack 2
+3000 > . 2:2(0) ack 101
+3000 read 100
+7999 state FinWait2
+8000 > R 2:2(0)
+8000 event Closed(Timeout)
+8000 stat fin_wait2_timeouts 1
+",
+    );
+}
+
+/// A peer that closes in time ends FIN-WAIT-2 normally (TIME-WAIT, no timeout).
+#[test]
+fn fin_wait2_ends_with_peer_fin() {
+    run_est(
+        "0 cfg finwait2 5000\n0 cfg timewait 100",
+        r"
+10  close
+10  > F. 1:1(0) ack 1
+20  < . 1:1(0) ack 2
+4000 < F. 1:1(0) ack 2
+4000 > . 2:2(0) ack 2
+4000 state TimeWait
+4100 event Closed(Normal)
+9000 stat fin_wait2_timeouts 0
+",
+    );
+}

@@ -22,7 +22,7 @@ fn active_open() {
 0   connect
 0   > S 0:0(0) win 65535 <mss 1460,sackOK>
 10  < S. 0:0(0) ack 1 win 65535 <mss 1460,sackOK>
-10  > . 1:1(0) ack 1 win 65535
+10  > . 1:1(0) ack 1 win 65534
 10  state Established
 10  event Connected
 ");

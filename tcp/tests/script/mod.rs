@@ -9,7 +9,8 @@
 //! 0    cfg ts on            // before the connection exists: ts|ws N|sack off|delack MS|nagle on|
 //!                           //   rwnd N|mss N|cubic|iw N|timewait MS|keepalive IDLE INTVL CNT|
 //!                           //   rto_init MS|rto_min MS|retries N|isn N (peer ISN)|ooo N|
-//!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)
+//!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)|
+//!                           //   finwait2 MS
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
@@ -76,6 +77,7 @@ pub fn script_cfg() -> TcpConfig {
         initial_cwnd_segments: 10,
         // The classic scenarios pin RFC 6675 recovery; `cfg rack on` selects RFC 8985.
         rack_tlp: false,
+        ..TcpConfig::default()
     }
 }
 
@@ -583,6 +585,9 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["iw", n] => r.cfg.initial_cwnd_segments = num(r, Some(n)),
             ["rack", "on"] => r.cfg.rack_tlp = true,
             ["rack", "off"] => r.cfg.rack_tlp = false,
+            ["finwait2", n] => {
+                r.cfg.fin_wait2_timeout = Some(netcore::Duration::from_millis(num(r, Some(n))))
+            }
             ["timewait", n] => r.cfg.time_wait = netcore::Duration::from_millis(num(r, Some(n))),
             ["rto_init", n] => r.cfg.rto_initial = netcore::Duration::from_millis(num(r, Some(n))),
             ["rto_min", n] => r.cfg.rto_min = netcore::Duration::from_millis(num(r, Some(n))),
@@ -731,6 +736,8 @@ fn step(r: &mut Runner, t: &[&str]) {
                 "paws_drops" => s.paws_drops,
                 "tlp_probes" => s.tlp_probes,
                 "rack_lost" => s.rack_lost,
+                "fin_wait2_timeouts" => s.fin_wait2_timeouts,
+                "ooo_dropped_small" => s.ooo_dropped_small,
                 _ => r.fail("unknown stat"),
             };
             if got != v {

@@ -151,9 +151,11 @@ fn reordering_timer_marks_loss() {
 }
 
 /// RFC 9293 §3.7.1 / RFC 6691 (and RFC 2018 §3): the peer announced MSS 1000, so payload plus
-/// options never exceed 1000 bytes. A full-sized data segment has no room for a SACK block;
-/// the block goes out in a pure ACK right after it instead of being dropped. The harness
-/// checks the bound on every data segment we emit.
+/// options never exceed 1000 bytes. An out-of-order segment draws a pure duplicate ACK first
+/// (RFC 5681 §4.2), with its SACK block. An in-order segment that leaves a gap is acknowledged
+/// on a full-sized data segment, which has no room for a SACK block: the block goes out in a
+/// pure ACK right after it instead of being dropped. The harness checks the bound on every
+/// data segment we emit.
 #[test]
 fn sack_blocks_never_exceed_peer_mss() {
     run(r"
@@ -164,17 +166,18 @@ fn sack_blocks_never_exceed_peer_mss() {
 0   < . 1:1(0) ack 1 win 65535
 0   event Connected
 0   emss 1000
-10  send 3000
+10  send 4000
 10  > . 1:1001(1000) ack 1
-// Our first segment is acknowledged together with out-of-order data from the peer: the
-// next data segment is full, and the SACK block follows in its own ACK.
-20  < . 1001:2001(1000) ack 1001 win 65535
+20  < . 2001:3001(1000) ack 1001 win 65535
+20  > . 1001:1001(0) ack 1 <sack 2001:3001>
 20  > . 1001:2001(1000) ack 1
-20  > . 2001:2001(0) ack 1 <sack 1001:2001>
-20  > P. 2001:3001(1000) ack 1
+20  > . 2001:3001(1000) ack 1
+// In-order data that leaves the gap open, while data waits: the ACK rides on a full-sized
+// segment and the SACK block follows in a pure ACK.
 30  < . 1:1001(1000) ack 3001 win 65535
-30  > . 3001:3001(0) ack 2001
-");
+30  > P. 3001:4001(1000) ack 1001
+30  > . 4001:4001(0) ack 1001 <sack 2001:3001>
+")
 }
 
 /// RFC 8985 §6.3 with RFC 6298 §5.4: when the RTO fires, every segment not SACKed is marked
