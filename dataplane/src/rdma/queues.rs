@@ -16,8 +16,8 @@ use std::sync::Arc;
 use abi::ring::{Consumer, CqProducer, PushError, RingError};
 use abi::wqe::WqeError;
 use abi::{Cqe, CqeOpcode, CqeStatus, RecvWqe, Wqe, WqeOpcode};
-use iwarp::rdmap::{Completion, CqOpcode, RecvRequest, Sge, WcStatus, WorkRequest, WrFlags};
 use iwarp::rdmap::WrOpcode;
+use iwarp::rdmap::{Completion, CqOpcode, RecvRequest, Sge, WcStatus, WorkRequest, WrFlags};
 use iwarp::stag::{MrHandle, Stag};
 
 use super::api::{CqBinding, LocalQueues, QpQueues};
@@ -353,7 +353,10 @@ mod tests {
         assert!(io.has_work().unwrap());
         let wr = io.next_send().unwrap().unwrap();
         assert_eq!(wr.opcode, WrOpcode::WriteImm);
-        assert_eq!((wr.imm, wr.remote_stag, wr.remote_to), (77, Stag(0x1234), 0x9000));
+        assert_eq!(
+            (wr.imm, wr.remote_stag, wr.remote_to),
+            (77, Stag(0x1234), 0x9000)
+        );
         assert_eq!(wr.sges[0].mr, MrHandle(3));
         // An undecodable WQE is an error, not a panic.
         let mut bad = Wqe::new(43, WqeOpcode::Send, &[sge]);
@@ -383,8 +386,13 @@ mod tests {
         assert_eq!(out[0].imm(), Some(5));
         assert!(out[0].solicited());
         // Garbage in the SQ's head index: reported as corruption.
-        rm.u32_at(b.sq.offset).unwrap().store(1000, std::sync::atomic::Ordering::Release);
-        assert!(matches!(io.has_work(), Err(QueueError::Ring(RingError::Corrupt { .. }))));
+        rm.u32_at(b.sq.offset)
+            .unwrap()
+            .store(1000, std::sync::atomic::Ordering::Release);
+        assert!(matches!(
+            io.has_work(),
+            Err(QueueError::Ring(RingError::Corrupt { .. }))
+        ));
         io2.unbind(&mut cqs);
         assert_eq!(cqs.len(), 1);
         io.unbind(&mut cqs);

@@ -628,6 +628,21 @@ impl Qp {
     }
 }
 
+/// The completion of a send-queue WR that never reached the QP (refused at post time) with
+/// `status` (`Flushed` for a QP in ERROR, `LocalError` for a malformed WR), for a caller that
+/// takes WRs from a queue of its own.
+pub fn sq_flush(wr_id: u64, opcode: WrOpcode, status: WcStatus) -> Completion {
+    Completion {
+        status,
+        ..flushed(wr_id, sq_cq_opcode(opcode))
+    }
+}
+
+/// The flushed completion of a receive posted to a QP in ERROR.
+pub fn recv_flush(wr_id: u64) -> Completion {
+    flushed(wr_id, CqOpcode::Recv)
+}
+
 /// A flushed completion (RFC 5040 §5.1; verbs `IBV_WC_WR_FLUSH_ERR`).
 pub(crate) fn flushed(wr_id: u64, opcode: CqOpcode) -> Completion {
     Completion {
