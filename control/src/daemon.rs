@@ -3,17 +3,21 @@
 use crate::config::parse_sockaddr;
 use crate::config::{Config, parse_cidr};
 use crate::eal_args::{self, RUNTIME_DIR};
+use crate::server::ControlServer;
+use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
 use dataplane::eal::Eal;
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::Mempool;
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
+use dataplane::rdma::{EngineConfig, MemTable, engine_channels};
 use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
 use netcore::Duration;
 use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
 use std::time::Instant as WallClock;
 use tcp::iface::{IfaceConfig, IfaceStats};
 use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
@@ -21,13 +25,28 @@ use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
 /// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
 /// Returns the process exit status.
 pub fn run(cfg: &Config) -> Result<i32> {
+    run_with(cfg, &RunOptions::default())
+}
+
+/// How the bring-up runs: as the `iwarpd` process, or embedded in an application.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Embedded: no signal handlers, no control socket; the control server is handed to
+    /// this callback once the dataplane runs (`crate::embedded`).
+    pub embedded: Option<Box<dyn Fn(Arc<ControlServer>) + Send + Sync>>,
+}
+
+/// [`run`] with options.
+pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
     let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(args = ?plan.args, "EAL arguments");
-    signal::install();
+    if opts.embedded.is_none() {
+        signal::install();
+    }
     let eal = Eal::init(&plan.args).context("EAL initialisation")?;
     tracing::info!(version = %Eal::version(), "EAL up");
-    let result = run_with_eal(cfg, &eal);
+    let result = run_with_eal(cfg, &eal, opts);
     drop(eal);
     // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind, even with --in-memory.
     let dir = std::path::Path::new(RUNTIME_DIR).join(&plan.file_prefix);
@@ -39,7 +58,7 @@ pub fn run(cfg: &Config) -> Result<i32> {
     result
 }
 
-fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
+fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let nq = u16::try_from(cfg.dataplane.cores.len()).context("too many cores")?;
     let pool = Mempool::new(
         "iwarpd_rx",
@@ -133,6 +152,35 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
         setups.iter().map(|_| SharedLcoreStats::default()).collect();
     let core_ids = core_affinity::get_core_ids().unwrap_or_default();
 
+    // The control plane: the engine seam, the service, the control socket (or, embedded, the
+    // in-process server handed to the application).
+    let (engine, rdma_setups) = engine_channels(
+        setups.len(),
+        MemTable::new(
+            1 << 20,
+            u64::from_le_bytes(random_secret()[..8].try_into()?),
+        ),
+        EngineConfig::default(),
+    );
+    // The dataplane threads take their `RdmaSetup` once the engine runs in the poll loop
+    // (dataplane::rdma); until then commands wait in their queues.
+    let _rdma_setups = rdma_setups;
+    let service = Service::new(
+        Arc::new(engine),
+        ServiceConfig::from_config(cfg, port.info().mac),
+    );
+    let socket = opts
+        .embedded
+        .is_none()
+        .then(|| std::path::Path::new(&cfg.control.socket));
+    let server = Arc::new(
+        ControlServer::start(Arc::new(Mutex::new(service)), socket)
+            .with_context(|| format!("control socket {}", cfg.control.socket))?,
+    );
+    if let Some(cb) = &opts.embedded {
+        cb(server.clone());
+    }
+
     let started = WallClock::now();
     let mut port_peak = PortStats::default();
     let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
@@ -163,7 +211,8 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
                 .context("spawn dataplane thread")?;
             handles.push(h);
         }
-        control_loop(cfg, &port, &shared, started, &mut port_peak);
+        control_loop(cfg, &port, &shared, started, &mut port_peak, &server);
+        server.stop();
         handles
             .into_iter()
             .map(|h| {
@@ -173,12 +222,13 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             .collect()
     })?;
 
-    let report = render_all(
+    let mut report = render_all(
         &port,
         &reports,
         started.elapsed().as_secs_f64(),
         &mut port_peak,
     );
+    report.push_str(&control_stats(&server));
     println!("{report}");
     let mut status = ping_status(&reports, ping.as_ref());
     if let Some(sr) = reports.first().and_then(|r| r.send.as_ref())
@@ -206,6 +256,7 @@ fn control_loop(
     shared: &[SharedLcoreStats],
     started: WallClock,
     port_peak: &mut PortStats,
+    server: &ControlServer,
 ) {
     let tick = std::time::Duration::from_millis(cfg.stats.interval_ms.min(100));
     let mut last_write = WallClock::now();
@@ -226,12 +277,22 @@ fn control_loop(
                     ..Default::default()
                 })
                 .collect();
-            let text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
+            let mut text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
+            text.push_str(&control_stats(server));
             if let Err(e) = write_atomically(file, &text) {
                 tracing::warn!(file, "cannot write stats file: {e}");
             }
         }
     }
+}
+
+/// The control plane's counters (clients and their resources).
+fn control_stats(server: &ControlServer) -> String {
+    server
+        .service()
+        .lock()
+        .map(|s| s.render_stats())
+        .unwrap_or_else(|p| p.into_inner().render_stats())
 }
 
 /// Field-wise maximum of two snapshots: some PMDs (memif) reset their counters when the

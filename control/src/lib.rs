@@ -4,3 +4,5 @@
 pub mod config;
 pub mod daemon;
 pub mod eal_args;
+pub mod server;
+pub mod service;

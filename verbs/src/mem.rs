@@ -219,6 +219,9 @@ impl Mr {
             segment: seg.inner.id,
             offset: offset as u64,
             len: len as u64,
+            // Tagged offsets are this process's virtual addresses, as with ibverbs, so an
+            // application can advertise a pointer (rping does).
+            iova: seg.as_ptr() as u64 + offset as u64,
             access: access.0 | access::LOCAL_READ,
         })?;
         let Response::Mr { lkey, rkey } = r else {
@@ -270,10 +273,10 @@ impl Mr {
         &self.seg
     }
 
-    /// Tagged offset of the first byte as the peer must address it. Regions are zero-based
-    /// (RFC 5040 §2.2, "Tagged Offset"): the first byte is at tagged offset 0.
+    /// Tagged offset of the first byte as the peer must address it: this process's virtual
+    /// address of it (as with ibverbs' `mr->addr`).
     pub fn remote_addr(&self) -> u64 {
-        0
+        self.as_ptr() as u64
     }
 
     /// What the peer needs to address this region remotely.

@@ -271,8 +271,18 @@ impl TempDir {
     }
 
     /// Write a file in the directory and return its path.
+    /// An iwarpd config (a `.toml` with `[port]`) without `[control]` gets its own control
+    /// socket in this directory, so daemons of concurrent tests never share
+    /// `/run/iwarpd.sock`.
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.0.join(name);
+        let mut text = text.to_owned();
+        if name.ends_with(".toml") && text.contains("[port]") && !text.contains("[control]") {
+            text.push_str(&format!(
+                "\n[control]\nsocket = \"{}\"\n",
+                self.0.join(format!("{name}.ctl.sock")).display()
+            ));
+        }
         std::fs::write(&p, text).expect("write");
         p
     }

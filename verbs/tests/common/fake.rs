@@ -25,6 +25,7 @@ struct Mr {
     seg: Mem,
     offset: usize,
     len: usize,
+    iova: u64,
     access: u32,
 }
 
@@ -277,6 +278,7 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
             segment,
             offset,
             len,
+            iova,
             access,
         } => {
             let Some(seg) = st.segments.get(&(c, segment)).cloned() else {
@@ -293,6 +295,7 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
                     seg,
                     offset: offset as usize,
                     len: len as usize,
+                    iova,
                     access,
                 },
             );
@@ -739,8 +742,9 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
                 gather(st, client, &sges),
                 st.mrs.get(&w.rkey).filter(|m| m.client == pclient),
             ) {
-                (Some(data), Some(m)) if w.remote_addr + data.len() as u64 <= m.len as u64 => {
-                    m.seg.write_at(m.offset as u64 + w.remote_addr, &data);
+                (Some(data), Some(m)) if in_mr(m, w.remote_addr, data.len() as u64) => {
+                    m.seg
+                        .write_at(m.offset as u64 + w.remote_addr - m.iova, &data);
                     len = data.len() as u32;
                 }
                 _ => status = CqeStatus::RemoteAccess,
@@ -754,9 +758,10 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
         WqeOpcode::Read => {
             let total: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
             match st.mrs.get(&w.rkey).filter(|m| m.client == pclient) {
-                Some(m) if w.remote_addr + total <= m.len as u64 => {
+                Some(m) if in_mr(m, w.remote_addr, total) => {
                     let mut b = vec![0u8; total as usize];
-                    m.seg.read_at(m.offset as u64 + w.remote_addr, &mut b);
+                    m.seg
+                        .read_at(m.offset as u64 + w.remote_addr - m.iova, &mut b);
                     scatter(st, client, &sges, &b);
                     len = total as u32;
                 }
@@ -765,9 +770,10 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
         }
         WqeOpcode::FetchAdd | WqeOpcode::CmpSwap => {
             match st.mrs.get(&w.rkey).filter(|m| m.client == pclient) {
-                Some(m) if w.remote_addr + 8 <= m.len as u64 => {
+                Some(m) if in_mr(m, w.remote_addr, 8) => {
+                    let at = m.offset as u64 + w.remote_addr - m.iova;
                     let mut b = [0u8; 8];
-                    m.seg.read_at(m.offset as u64 + w.remote_addr, &mut b);
+                    m.seg.read_at(at, &mut b);
                     let orig = u64::from_ne_bytes(b);
                     let new = if op == WqeOpcode::FetchAdd {
                         orig.wrapping_add(w.compare_add)
@@ -776,8 +782,7 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
                     } else {
                         orig
                     };
-                    m.seg
-                        .write_at(m.offset as u64 + w.remote_addr, &new.to_ne_bytes());
+                    m.seg.write_at(at, &new.to_ne_bytes());
                     scatter(st, client, &sges, &orig.to_ne_bytes());
                     len = 8;
                 }
@@ -798,4 +803,8 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
 /// A fresh unique name for a socket.
 pub fn sock_dir() -> &'static Path {
     Path::new("/tmp")
+}
+
+fn in_mr(m: &Mr, to: u64, len: u64) -> bool {
+    to >= m.iova && to - m.iova + len <= m.len as u64
 }
