@@ -586,7 +586,9 @@ impl RdmaConn {
     fn stream_end<B: SegBuf>(&mut self, now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
         if self.peer_fin && !self.fin_handled {
             self.fin_handled = true;
+            let live = |q: &Qp| !matches!(q.state(), QpState::Error | QpState::Terminate);
             match &mut self.run {
+                Some(r) if !live(&r.qp) => {}
                 Some(r) if r.qp.rx_in_progress() => {
                     tracing::warn!(conn = %self.id, qp = %r.num, "FIN inside an FPDU: the QP goes to ERROR");
                     r.qp.abort(LlpError::StreamLost.into());

@@ -389,7 +389,7 @@ impl DiagRdma {
                 self.conn_ended(conn, &format!("terminate received {code}"), Some(code))
             }
             EngineEvent::QpError { conn, reason, .. } => {
-                self.conn_ended(conn, &format!("{reason:?}"), None)
+                self.conn_ended(conn, &format!("QpError({reason:?})"), None)
             }
             EngineEvent::Disconnected { conn, .. } => self.conn_ended(conn, "disconnected", None),
             EngineEvent::QpReleased { .. } => {}

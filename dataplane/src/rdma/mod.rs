@@ -14,6 +14,7 @@ pub mod api;
 pub(crate) mod conn;
 pub mod diag;
 pub mod engine;
+pub(crate) mod glue;
 pub mod ids;
 pub mod memory;
 pub mod queues;
