@@ -6,9 +6,10 @@ use crate::eal_args::{self, RUNTIME_DIR};
 use crate::server::ControlServer;
 use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
-use dataplane::eal::Eal;
+use dataplane::clock::TscClock;
+use dataplane::eal::{Eal, ShutdownOutcome};
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
-use dataplane::mempool::Mempool;
+use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
 use dataplane::rdma::diag::{DiagOp, DiagRdmaConfig};
@@ -39,6 +40,7 @@ pub struct RunOptions {
 
 /// [`run`] with options.
 pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
+    crate::crc_choice::choose()?;
     let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(args = ?plan.args, "EAL arguments");
@@ -48,7 +50,13 @@ pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
     let eal = Eal::init(&plan.args).context("EAL initialisation")?;
     tracing::info!(version = %Eal::version(), "EAL up");
     let result = run_with_eal(cfg, &eal, opts);
+    // The last handle: pools are freed and rte_eal_cleanup runs here, on the main thread, once
+    // every port, queue and mbuf is gone (see dataplane::eal).
     drop(eal);
+    match dataplane::eal::shutdown_outcome() {
+        Some(ShutdownOutcome::CleanedUp) => println!("iwarpd: EAL shutdown: cleaned up"),
+        other => println!("iwarpd: EAL shutdown: left to the process exit ({other:?})"),
+    }
     // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind, even with --in-memory.
     let dir = std::path::Path::new(RUNTIME_DIR).join(&plan.file_prefix);
     if dir.exists()
@@ -61,14 +69,23 @@ pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
 
 fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let nq = u16::try_from(cfg.dataplane.cores.len()).context("too many cores")?;
+    // One frame per mbuf at the configured MTU (jumbo frames included): receive and transmit
+    // need no chains on the normal path.
+    let data_room = data_room_for_mtu(cfg.port.mtu);
     let pool = Mempool::new(
+        eal,
         "iwarpd_rx",
         cfg.dataplane.mbufs,
         cfg.dataplane.mbuf_cache,
-        2048 + 128,
+        data_room,
         -1,
     )
-    .context("mbuf pool")?;
+    .with_context(|| {
+        format!(
+            "mbuf pool for MTU {} ({} mbufs of {data_room} bytes): raise eal.memory_mb or lower dataplane.mbufs",
+            cfg.port.mtu, cfg.dataplane.mbufs
+        )
+    })?;
     let pcfg = PortConfig {
         rx_queues: nq,
         tx_queues: nq,
@@ -130,6 +147,12 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         EngineConfig::default(),
     );
     let diag_rdma = diag_rdma_config(cfg);
+    // One clock for every thread: one origin, so Instants agree across threads.
+    let clock = TscClock::new(eal);
+    let mut queues = (0..nq)
+        .map(|q| port.queue(q))
+        .collect::<Result<Vec<_>, _>>()
+        .context("queues")?;
     let setups: Vec<LcoreSetup> = cfg
         .dataplane
         .cores
@@ -137,7 +160,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         .enumerate()
         .map(|(i, _)| LcoreSetup {
             index: i,
-            queue: port.queue(i as u16),
+            clock,
             iface: iface.clone(),
             mode,
             // The diagnostic ping and the sender run on the first thread only.
@@ -195,7 +218,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let mut port_peak = PortStats::default();
     let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
         let mut handles = Vec::new();
-        for (setup, sh) in setups.iter().zip(&shared) {
+        for ((setup, sh), queue) in setups.iter().zip(&shared).zip(queues.drain(..)) {
             let core = cfg.dataplane.cores[setup.index];
             let core_id = core_ids.iter().find(|c| c.id == core).copied();
             let pool = &pool;
@@ -207,15 +230,15 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
                     {
                         tracing::warn!(core, "could not pin dataplane thread");
                     }
-                    let lcore_id = eal.register_thread().context("register dataplane thread")?;
+                    let lcore = eal.register_thread().context("register dataplane thread")?;
                     tracing::info!(
                         thread = setup.index,
                         core,
-                        lcore_id,
+                        lcore_id = lcore.lcore_id(),
                         "dataplane thread running"
                     );
-                    let r = lcore::run(setup, pool, sh);
-                    eal.unregister_thread();
+                    let r = lcore::run(setup, queue, pool, sh);
+                    drop(lcore);
                     Ok(r)
                 })
                 .context("spawn dataplane thread")?;

@@ -216,13 +216,16 @@ fn exercise_bad_input(path: &Path, subs: u32) {
         ErrorCode::BadMessage,
         "unknown message kind 0x0077",
     );
-    let mut event = ctl::Event::Disconnected { id: CmId(1) }.encode();
-    event[12..16].copy_from_slice(&52u32.to_le_bytes());
+    // An event sent to the daemon: not a request.
+    let event = ctl::Event::Disconnected { id: CmId(1) }.encode();
     expect_err(
-        a.raw(&event, 52),
+        a.raw(&event, 0),
         ErrorCode::BadMessage,
         "unknown message kind",
     );
+    let mut event = event;
+    event[12..16].copy_from_slice(&52u32.to_le_bytes());
+    expect_err(a.raw(&event, 52), ErrorCode::BadMessage, "event id");
     let mut version = Request::AllocPd {}.encode(53);
     version[4..8].copy_from_slice(&99u32.to_le_bytes());
     expect_err(a.raw(&version, 53), ErrorCode::AbiVersion, "ABI version 99");

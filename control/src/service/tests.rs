@@ -807,3 +807,23 @@ fn max_clients_is_enforced() {
             .is_none()
     );
 }
+
+#[test]
+fn mpa_section_maps_to_the_dataplane_policy() {
+    let cfg = crate::config::Config::parse(
+        "[port]\ndevice = \"net_memif0\"\nip = \"10.0.0.1/24\"\n[mpa]\ncrc = \"require\"\nmarkers = true\nrevision = 1\nrtr = \"send\"\nird = 3\nord = 5\nprivate_data_max = 100\ntimeout_ms = 2500\n",
+        "t.toml",
+    )
+    .unwrap();
+    let p = mpa_policy(&cfg.mpa);
+    assert_eq!(p.crc, CrcMode::Require);
+    assert!(p.markers);
+    assert_eq!((p.revision, p.rtr, p.ird, p.ord), (1, RtrMode::Send, 3, 5));
+    assert_eq!(p.private_data_max, 100);
+    assert_eq!(p.timeout, netcore::Duration::from_millis(2500));
+    let d = mpa_policy(&crate::config::MpaSection::default());
+    assert_eq!((d.crc, d.rtr, d.revision), (CrcMode::Off, RtrMode::None, 2));
+    let s = ServiceConfig::from_config(&cfg, [1; 6]);
+    assert_eq!(s.ip, Ipv4Addr::new(10, 0, 0, 1));
+    assert_eq!(s.max_clients, 256);
+}

@@ -72,6 +72,10 @@ impl MemifPair {
         let code = a.wait(Duration::from_secs(15));
         let out_a = a.output();
         assert_eq!(code, Some(0), "A did not stop cleanly:\n{out_a}");
+        assert!(
+            out_a.contains("iwarpd: EAL shutdown: cleaned up"),
+            "pools or EAL not released:\n{out_a}"
+        );
         assert!(!self.sock.exists(), "memif socket left behind");
         for side in ["a", "b"] {
             let dir = format!("/var/run/dpdk/{}-{side}", self.prefix);
