@@ -76,6 +76,8 @@ pub struct ControlSection {
     pub socket: String,
     /// Most clients connected at once (1..=4096).
     pub max_clients: u32,
+    /// Permission bits of the socket file, octal ("0600".."0777"): who may connect.
+    pub socket_mode: String,
 }
 
 impl Default for ControlSection {
@@ -83,7 +85,16 @@ impl Default for ControlSection {
         ControlSection {
             socket: "/run/iwarpd.sock".into(),
             max_clients: 256,
+            socket_mode: "0660".into(),
         }
+    }
+}
+
+impl ControlSection {
+    /// `socket_mode` as bits (validated: 0o600..=0o777).
+    pub fn mode(&self) -> Option<u32> {
+        let m = u32::from_str_radix(self.socket_mode.trim_start_matches("0o"), 8).ok()?;
+        (0o600..=0o777).contains(&m).then_some(m)
     }
 }
 
@@ -790,6 +801,15 @@ impl Config {
                 format!("{sock:?} is not allowed: an absolute path of 1..=107 bytes"),
             ));
         }
+        if self.control.mode().is_none() {
+            return Err(bad(
+                "control.socket_mode",
+                format!(
+                    "{:?} is not allowed: octal permission bits in \"0600\"..=\"0777\" (the owner must keep read and write)",
+                    self.control.socket_mode
+                ),
+            ));
+        }
         if !(1..=4096).contains(&self.control.max_clients) {
             return Err(bad(
                 "control.max_clients",
@@ -1130,6 +1150,16 @@ mod tests {
                 &format!("{MINIMAL}[control]\nsocket = \"relative.sock\"\n"),
                 "control.socket",
                 "absolute path",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nsocket_mode = \"0999\"\n"),
+                "control.socket_mode",
+                "\"0600\"..=\"0777\"",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nsocket_mode = \"0066\"\n"),
+                "control.socket_mode",
+                "owner",
             ),
             (
                 &format!("{MINIMAL}[control]\nmax_clients = 0\n"),

@@ -202,10 +202,10 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         engine.clone(),
         ServiceConfig::from_config(cfg, port.info().mac),
     );
-    let socket = opts
-        .embedded
-        .is_none()
-        .then(|| std::path::Path::new(&cfg.control.socket));
+    let socket = opts.embedded.is_none().then(|| {
+        let mode = cfg.control.mode().unwrap_or(0o660);
+        (std::path::Path::new(&cfg.control.socket), mode)
+    });
     let server = Arc::new(
         ControlServer::start(Arc::new(Mutex::new(service)), socket)
             .with_context(|| format!("control socket {}", cfg.control.socket))?,

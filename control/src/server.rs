@@ -58,9 +58,20 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Start the event thread (and, with `socket`, listen there and accept clients).
-    pub fn start(service: SharedService, socket: Option<&Path>) -> std::io::Result<ControlServer> {
-        let listener = socket.map(SeqPacketListener::bind).transpose()?;
+    /// Start the event thread (and, with `socket`, listen there with those permission bits
+    /// and accept clients).
+    pub fn start(
+        service: SharedService,
+        socket: Option<(&Path, u32)>,
+    ) -> std::io::Result<ControlServer> {
+        let listener = match socket {
+            Some((path, mode)) => {
+                let l = SeqPacketListener::bind(path)?;
+                std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+                Some(l)
+            }
+            None => None,
+        };
         let srv = ControlServer {
             service,
             stop: Arc::new(AtomicBool::new(false)),

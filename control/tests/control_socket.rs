@@ -6,188 +6,21 @@
 //! Each bad request must get a clear error while the daemon keeps serving; a client killed
 //! with SIGKILL must leave nothing behind in the daemon's stats.
 mod common;
+#[path = "common/ctl_client.rs"]
+mod ctl_client;
 
-use abi::ctl::{
-    self, CmId, CqId, ErrorCode, MpaOverride, PdId, QpId, Request, Response, SegmentId, access,
-};
-use abi::ring::{CqLayout, init_cq, init_ring};
+use abi::ctl::{self, CmId, ErrorCode, MpaOverride, Request, Response};
 use common::{Proc, TempDir, counter, root_or_skip};
 use control::server::ControlServer;
 use control::service::{Service, ServiceConfig};
+use ctl_client::{Raw, expect_err, set_up};
 use dataplane::rdma::{EngineConfig, MemTable, engine_channels};
-use shm::{HugepagePolicy, Segment, SeqPacket};
+use shm::{HugepagePolicy, Segment};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A client speaking raw control messages.
-struct Raw {
-    sock: SeqPacket,
-    next: u32,
-}
-
-impl Raw {
-    fn connect(path: &Path) -> Raw {
-        let start = Instant::now();
-        loop {
-            match SeqPacket::connect(path) {
-                Ok(sock) => return Raw { sock, next: 1 },
-                Err(e) if start.elapsed() > Duration::from_secs(20) => {
-                    panic!("connect {}: {e}", path.display())
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    }
-
-    /// The response to request `id` (events in between are skipped).
-    fn answer(&self, id: u32) -> Response {
-        let mut buf = vec![0u8; ctl::MAX_MESSAGE];
-        loop {
-            assert!(
-                self.sock.wait_readable(Duration::from_secs(10)).unwrap(),
-                "no answer to request {id}"
-            );
-            let m = self.sock.recv(&mut buf).unwrap();
-            assert!(m.len > 0, "daemon closed the connection");
-            let msg = ctl::decode(&buf[..m.len]).expect("daemon sent a bad message");
-            if let ctl::Body::Response(r) = msg.body {
-                assert_eq!(msg.id, id, "answer to another request: {r:?}");
-                return r;
-            }
-        }
-    }
-
-    fn call_fds(&mut self, req: &Request, fds: &[BorrowedFd<'_>]) -> Response {
-        let id = self.next;
-        self.next += 1;
-        self.sock.send(&req.encode(id), fds).unwrap();
-        self.answer(id)
-    }
-
-    fn call(&mut self, req: &Request) -> Response {
-        self.call_fds(req, &[])
-    }
-
-    /// Send raw bytes; the answer carries the header's id if it could be read, else 0.
-    fn raw(&mut self, bytes: &[u8], id: u32) -> Response {
-        self.sock.send(bytes, &[]).unwrap();
-        self.answer(id)
-    }
-
-    fn hello(&mut self) {
-        let r = self.call(&Request::Hello {
-            abi_version: abi::ABI_VERSION,
-            pid: std::process::id(),
-            name: "control-socket-test".into(),
-        });
-        assert!(matches!(r, Response::Hello { .. }), "{r:?}");
-    }
-}
-
-#[track_caller]
-fn expect_err(r: Response, code: ErrorCode, words: &str) {
-    match r {
-        Response::Error { code: c, message } => {
-            assert_eq!(c, code, "{message}");
-            assert!(message.contains(words), "{message:?} should say {words:?}");
-        }
-        other => panic!("expected {code:?}, got {other:?}"),
-    }
-}
-
-/// What a client that set itself up holds.
-struct Held {
-    seg: Segment,
-    segment: SegmentId,
-    pd: PdId,
-    lkey: u32,
-    rkey: u32,
-    cq: CqId,
-    qp: QpId,
-    cm: CmId,
-}
-
-/// Attach a segment, allocate a PD, register an MR, create a CQ and a QP, listen.
-fn set_up(c: &mut Raw, subs: u32, port: u16) -> Held {
-    let seg = Segment::create("ctl-test", 1 << 20, HugepagePolicy::Off).unwrap();
-    let layout = CqLayout {
-        offset: 0,
-        subs,
-        entries: 64,
-    };
-    init_cq(&seg, &layout).unwrap();
-    init_ring::<abi::Wqe, _>(&seg, 65536, 64).unwrap();
-    init_ring::<abi::RecvWqe, _>(&seg, 131072, 64).unwrap();
-    let Response::Segment { segment } = c.call_fds(
-        &Request::AttachSegment {
-            len: seg.len() as u64,
-        },
-        &[seg.fd()],
-    ) else {
-        panic!("attach")
-    };
-    let Response::Pd { pd } = c.call(&Request::AllocPd {}) else {
-        panic!("pd")
-    };
-    let r = c.call(&Request::RegMr {
-        pd,
-        segment,
-        offset: 262144,
-        len: 65536,
-        iova: 0,
-        access: access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ,
-    });
-    let Response::Mr { lkey, rkey } = r else {
-        panic!("{r:?}")
-    };
-    let r = c.call(&Request::CreateCq {
-        segment,
-        offset: 0,
-        entries: 64,
-        subs,
-        channel: false,
-    });
-    let Response::Cq { cq } = r else {
-        panic!("{r:?}")
-    };
-    let r = c.call(&Request::CreateQp {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        segment,
-        sq_offset: 65536,
-        sq_entries: 64,
-        rq_offset: 131072,
-        rq_entries: 64,
-        sq_sig_all: false,
-    });
-    let Response::Qp { qp, .. } = r else {
-        panic!("{r:?}")
-    };
-    let Response::CmId { id: cm } = c.call(&Request::CreateCmId {}) else {
-        panic!("cm id")
-    };
-    let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
-    let r = c.call(&Request::Listen {
-        id: cm,
-        addr,
-        backlog: 4,
-    });
-    assert_eq!(r, Response::Done {});
-    Held {
-        seg,
-        segment,
-        pd,
-        lkey,
-        rkey,
-        cq,
-        qp,
-        cm,
-    }
-}
 
 /// Bad input of every kind; the daemon answers each with a clear error and keeps serving.
 fn exercise_bad_input(path: &Path, subs: u32) {
@@ -391,7 +224,10 @@ fn in_process_server(dir: &TempDir, threads: usize) -> (ControlServer, PathBuf) 
     };
     let svc = Arc::new(Mutex::new(Service::new(Arc::new(engine), cfg)));
     let path = dir.path("ctl.sock");
-    let srv = ControlServer::start(svc, Some(&path)).unwrap();
+    let srv = ControlServer::start(svc, Some((&path, 0o600))).unwrap();
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
     (srv, path)
 }
 

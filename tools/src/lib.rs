@@ -3,4 +3,5 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod opcheck;
 pub mod rping;

@@ -2,8 +2,10 @@
 //! (the real daemons: `verbs/tests/e2e_memif.rs`): the exchange, the `-v` output and `-V`.
 #[path = "../../verbs/tests/common/fake.rs"]
 mod fake;
+#[path = "../../verbs/tests/common/ready.rs"]
+mod ready;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 fn rping() -> Command {
@@ -14,13 +16,9 @@ fn rping() -> Command {
 fn ten_verified_pings_print_what_rping_prints() {
     let d = fake::FakeDaemon::start("rping");
     let spec = d.spec();
-    let server = rping()
-        .args(["-s", "-v", "-p", "7999", "-d", &spec])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut cmd = rping();
+    cmd.args(["-s", "-v", "-p", "7999", "-d", &spec]);
+    let server = ready::Server::start(cmd, "server listening", Duration::from_secs(30));
     let client = rping()
         .args([
             "-c",
@@ -52,17 +50,14 @@ fn ten_verified_pings_print_what_rping_prints() {
     let got: Vec<&str> = out.lines().collect();
     assert_eq!(got, want, "stdout differs from siw's rping");
     assert!(err.contains("client DISCONNECT EVENT..."), "{err}");
-    let s = server.wait_with_output().unwrap();
-    let sout = String::from_utf8_lossy(&s.stdout);
-    let serr = String::from_utf8_lossy(&s.stderr);
-    assert!(s.status.success(), "server failed:\n{sout}\n{serr}");
-    assert_eq!(sout.lines().count(), 10, "{sout}");
-    assert!(
-        sout.lines()
-            .all(|l| l.starts_with("server ping data: rdma-ping-")),
+    let (good, sout) = server.finish(Duration::from_secs(30));
+    assert!(good, "server failed:\n{sout}");
+    assert_eq!(
+        sout.matches("server ping data: rdma-ping-").count(),
+        10,
         "{sout}"
     );
-    assert!(serr.contains("server DISCONNECT EVENT..."), "{serr}");
+    assert!(sout.contains("server DISCONNECT EVENT..."), "{sout}");
 }
 
 #[test]

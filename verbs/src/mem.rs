@@ -349,6 +349,34 @@ impl Mr {
         Ok(())
     }
 
+    /// Load the byte at `offset` with an atomic (`Acquire`) load: the way to poll memory the
+    /// peer writes with RDMA Write (a plain read could be hoisted out of a polling loop).
+    pub fn load_u8(&self, offset: usize) -> Result<u8> {
+        self.check(offset, 1)?;
+        // SAFETY: offset is inside the region (checked), so the pointer is inside the mapping,
+        // which lives as long as `self`; AtomicU8 has alignment 1 and may alias memory that
+        // other threads or processes write (the dataplane's writes make the value unspecified,
+        // never undefined, as for any shared mapping).
+        let a = unsafe { std::sync::atomic::AtomicU8::from_ptr(self.as_ptr().add(offset)) };
+        Ok(a.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Load the native-endian `u64` at `offset` (8-byte aligned in the segment) atomically,
+    /// e.g. a counter updated by remote atomics.
+    pub fn load_u64(&self, offset: usize) -> Result<u64> {
+        self.check(offset, 8)?;
+        let p = self.as_ptr().wrapping_add(offset);
+        if !(p as usize).is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "load_u64 at offset {offset}: not 8-byte aligned"
+            )));
+        }
+        // SAFETY: in bounds (checked) and 8-aligned (checked), inside a mapping that outlives
+        // the borrow; AtomicU64 may alias memory written concurrently by the dataplane.
+        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(p.cast::<u64>()) };
+        Ok(a.load(std::sync::atomic::Ordering::Acquire))
+    }
+
     /// First byte in this process.
     pub fn as_ptr(&self) -> *mut u8 {
         // offset <= segment length (checked at registration), so this stays in the mapping.

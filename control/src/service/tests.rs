@@ -827,3 +827,30 @@ fn mpa_section_maps_to_the_dataplane_policy() {
     assert_eq!(s.ip, Ipv4Addr::new(10, 0, 0, 1));
     assert_eq!(s.max_clients, 256);
 }
+
+#[test]
+fn completions_are_counted_from_the_cq_sub_rings() {
+    use abi::ring::CqProducer;
+    use abi::{Cqe, CqeOpcode, CqeStatus};
+    let mut h = H::new();
+    let (c, _) = h.client();
+    let s = setup(&mut h, c);
+    let layout = CqLayout {
+        offset: CQ_OFF,
+        subs: THREADS as u32,
+        entries: 64,
+    };
+    // Each dataplane thread produces into its own sub-ring.
+    for (sub, n) in [(0u32, 3u64), (1, 2)] {
+        let mut p = CqProducer::attach(s.seg.clone(), &layout, sub).unwrap();
+        for i in 0..n {
+            p.push(Cqe::new(i, 1, CqeOpcode::Send, CqeStatus::Success, 0))
+                .unwrap();
+        }
+    }
+    assert_eq!(h.svc.client_stats()[0].completions, 5);
+    assert!(h.svc.render_stats().contains("completions = 5"));
+    // Kept after the client leaves (its idle QP frees at once).
+    h.svc.disconnect_client(c);
+    assert_eq!(h.svc.totals().clients_freed, 1);
+}

@@ -584,11 +584,23 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
 }
 
 fn push_cqe(st: &mut State, cq: CqId, cqe: Cqe) {
-    if let Some(c) = st.cqs.get_mut(&cq)
-        && c.prod.push(cqe).unwrap_or(false)
-        && let Some(e) = &c.efd
-    {
-        let _ = e.signal(1);
+    if std::env::var_os("FAKE_TRACE").is_some() {
+        eprintln!(
+            "fake: cq {cq} <- wr {} qp {} op {} st {} len {}",
+            cqe.wr_id, cqe.qp_num, cqe.opcode, cqe.status, cqe.byte_len
+        );
+    }
+    let Some(c) = st.cqs.get_mut(&cq) else {
+        panic!("fake: completion for unknown {cq}");
+    };
+    match c.prod.push(cqe) {
+        Ok(true) => {
+            if let Some(e) = &c.efd {
+                let _ = e.signal(1);
+            }
+        }
+        Ok(false) => {}
+        Err(e) => panic!("fake: CQ {cq} push: {e:?}"),
     }
 }
 
@@ -721,6 +733,9 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
                 Some(data) if scatter(st, pclient, r.sges().unwrap_or(&[]), &data) => {
                     len = data.len() as u32;
                     let mut c = Cqe::new(r.wr_id, pnum, CqeOpcode::Recv, CqeStatus::Success, len);
+                    if w.solicited() {
+                        c.flags |= abi::cqe::CQE_SOLICITED;
+                    }
                     if op == WqeOpcode::SendInvalidate {
                         st.mrs.remove(&w.invalidate_stag);
                         c = c.with_invalidated(w.invalidate_stag);
