@@ -12,7 +12,8 @@ use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
-use dataplane::rdma::{EngineConfig, MemTable, engine_channels};
+use dataplane::rdma::diag::{DiagOp, DiagRdmaConfig};
+use dataplane::rdma::{CrcMode, EngineConfig, EngineHandle, MemTable, engine_channels};
 use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
@@ -136,6 +137,16 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
 
     let tcp_cfg = tcp_config(cfg);
     let services = services(cfg);
+    // The control plane's seam to the dataplane threads (docs/rdma-seams.md).
+    let (engine, rdma_setups) = engine_channels(
+        cfg.dataplane.cores.len(),
+        MemTable::new(
+            1 << 20,
+            u64::from_le_bytes(random_secret()[..8].try_into()?),
+        ),
+        EngineConfig::default(),
+    );
+    let diag_rdma = diag_rdma_config(cfg);
     // One clock for every thread: one origin, so Instants agree across threads.
     let clock = TscClock::new(eal);
     let mut queues = (0..nq)
@@ -169,6 +180,15 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             },
             exit_when_sent: cfg.diag.exit_after_send,
             secret: random_secret(),
+            rdma: rdma_setups.get(i).cloned(),
+            // The sink listens on every thread (RSS puts a connection anywhere); the generator
+            // runs on the first.
+            diag_rdma: diag_rdma.clone().map(|mut d| {
+                if i != 0 {
+                    d.connect = None;
+                }
+                d
+            }),
         })
         .collect();
     let shared: Vec<SharedLcoreStats> =
@@ -177,22 +197,9 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
 
     // The control plane: the engine seam, the service, the control socket (or, embedded, the
     // in-process server handed to the application).
-    let (engine, rdma_setups) = engine_channels(
-        setups.len(),
-        MemTable::new(
-            1 << 20,
-            u64::from_le_bytes(random_secret()[..8].try_into()?),
-        ),
-        EngineConfig::default(),
-    );
-    // The dataplane threads take their `RdmaSetup` once the engine runs in the poll loop
-    // (dataplane::rdma); until then commands wait in their queues.
-    let _rdma_setups = rdma_setups;
-    tracing::warn!(
-        "the dataplane does not run the RDMA engine yet: RDMA connections wait (issue 7); TCP diagnostics work"
-    );
+    let engine = Arc::new(engine);
     let service = Service::new(
-        Arc::new(engine),
+        engine.clone(),
         ServiceConfig::from_config(cfg, port.info().mac),
     );
     let socket = opts.embedded.is_none().then(|| {
@@ -237,7 +244,15 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
                 .context("spawn dataplane thread")?;
             handles.push(h);
         }
-        control_loop(cfg, &port, &shared, started, &mut port_peak, &server);
+        control_loop(
+            cfg,
+            &port,
+            &shared,
+            started,
+            &mut port_peak,
+            &server,
+            &engine,
+        );
         server.stop();
         handles
             .into_iter()
@@ -255,8 +270,15 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         &mut port_peak,
     );
     report.push_str(&control_stats(&server));
+    dataplane::rdma::stats::render(&engine.qp_stats(), &mut report);
     println!("{report}");
     let mut status = ping_status(&reports, ping.as_ref());
+    if let Some(r) = reports.first().and_then(|r| r.rdma_diag.as_ref())
+        && cfg.diag.rdma_connect.is_some()
+        && (r.failed > 0 || !r.done)
+    {
+        status = 1;
+    }
     if let Some(sr) = reports.first().and_then(|r| r.send.as_ref())
         && (sr.failed > 0 || sr.completed < cfg.diag.send_connections)
     {
@@ -283,6 +305,7 @@ fn control_loop(
     started: WallClock,
     port_peak: &mut PortStats,
     server: &ControlServer,
+    engine: &EngineHandle,
 ) {
     let tick = std::time::Duration::from_millis(cfg.stats.interval_ms.min(100));
     let mut last_write = WallClock::now();
@@ -305,6 +328,7 @@ fn control_loop(
                 .collect();
             let mut text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
             text.push_str(&control_stats(server));
+            dataplane::rdma::stats::render(&engine.qp_stats(), &mut text);
             if let Err(e) = write_atomically(file, &text) {
                 tracing::warn!(file, "cannot write stats file: {e}");
             }
@@ -474,6 +498,41 @@ fn services(cfg: &Config) -> Services {
             }),
         steering: None,
     }
+}
+
+/// The diagnostic RDMA service from `[diag] rdma_*` (validated) and `[mpa]`.
+fn diag_rdma_config(cfg: &Config) -> Option<DiagRdmaConfig> {
+    let d = &cfg.diag;
+    if d.rdma_port.is_none() && d.rdma_connect.is_none() {
+        return None;
+    }
+    let mut policy = crate::service::mpa_policy(&cfg.mpa);
+    if let Some(c) = &d.rdma_crc {
+        policy.crc = match c.as_str() {
+            "on" => CrcMode::On,
+            "require" => CrcMode::Require,
+            _ => CrcMode::Off,
+        };
+    }
+    if let Some(m) = d.rdma_markers {
+        policy.markers = m;
+    }
+    Some(DiagRdmaConfig {
+        listen_port: d.rdma_port,
+        connect: d
+            .rdma_connect
+            .as_deref()
+            .and_then(parse_sockaddr)
+            .map(|(ip, port)| std::net::SocketAddrV4::new(ip, port)),
+        ops: d.rdma_ops.iter().filter_map(|o| DiagOp::parse(o)).collect(),
+        sizes: d.rdma_sizes.clone(),
+        iterations: d.rdma_iterations,
+        buffer: usize::try_from(d.rdma_buffer).unwrap_or(usize::MAX),
+        policy,
+        sha256: d.rdma_sha256,
+        exit_when_done: d.exit_after_rdma,
+        connect_timeout: Duration::from_secs(30),
+    })
 }
 
 /// 16 random bytes from the OS (ISN key, STag keys, pattern seeds).

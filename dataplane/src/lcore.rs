@@ -71,6 +71,10 @@ pub struct LcoreSetup {
     pub exit_when_sent: bool,
     /// Secret for ISNs and pattern seeds (random per run).
     pub secret: [u8; 16],
+    /// This thread's end of the RDMA engine queues (`None`: no RDMA).
+    pub rdma: Option<crate::rdma::RdmaSetup>,
+    /// The diagnostic RDMA service to run on this thread.
+    pub diag_rdma: Option<crate::rdma::diag::DiagRdmaConfig>,
 }
 
 /// What a thread reports when it stops.
@@ -88,6 +92,8 @@ pub struct LcoreReport {
     pub netstack: NetstackStats,
     /// Sender outcome, if a sender ran.
     pub send: Option<SendReport>,
+    /// Diagnostic RDMA service outcome, if it ran.
+    pub rdma_diag: Option<crate::rdma::diag::DiagRdmaReport>,
 }
 
 /// Frames kept for the next iteration when the TX queue is full.
@@ -111,6 +117,12 @@ pub fn run(
         setup.services.clone(),
         setup.secret,
     );
+    if let Some(r) = &setup.rdma {
+        let diag = setup.diag_rdma.clone().map(|d| {
+            crate::rdma::diag::DiagRdma::new(d, r.mem.clone(), r.ids.clone(), setup.index)
+        });
+        ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, false));
+    }
     let mut st = LcoreStats::default();
     let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
     let mut tx: Vec<Mbuf> = Vec::with_capacity(4 * MAX_BURST);
@@ -201,6 +213,9 @@ pub fn run(
         }
     }
     publish(&mut st, &q, shared);
+    if let Some(e) = &ns.rdma {
+        e.publish();
+    }
     LcoreReport {
         stats: st,
         iface: ns.iface.stats().clone(),
@@ -208,6 +223,11 @@ pub fn run(
         tcp: ns.tcp_stats(),
         netstack: ns.stats,
         send: setup.services.send.as_ref().map(|_| ns.send_report.clone()),
+        rdma_diag: ns
+            .rdma
+            .as_ref()
+            .and_then(|e| e.diag.as_ref())
+            .map(|d| d.report.clone()),
     }
 }
 
