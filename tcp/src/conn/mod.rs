@@ -814,11 +814,18 @@ impl<B: SegBuf> Connection<B> {
         u64::from(self.cfg.recv_window).saturating_sub(self.rx.readable_bytes() as u64)
     }
 
-    /// An out-of-order or unacceptable segment arrived: owe one immediate pure ACK for it
-    /// (bounded: a burst beyond the bound between two polls gets fewer duplicates).
+    /// An out-of-order or unacceptable segment arrived: owe an immediate pure ACK for it.
+    /// Without SACK, one per segment (the peer counts duplicates, RFC 5681 §3.2; bounded: a
+    /// burst beyond the bound between two polls gets fewer). With SACK, one per poll: the
+    /// sender counts SACKed segments, not ACKs (RFC 6675 §5, RFC 8985), and identical ACKs
+    /// back to back only cost both ends (a receive burst gets one ACK, as with GRO).
     pub(crate) fn owe_dupack(&mut self) {
         self.ack_now = true;
-        self.dupacks_owed = (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
+        self.dupacks_owed = if self.sack_ok {
+            1
+        } else {
+            (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED)
+        };
     }
 
     /// Queue a control segment (a reset); bounded so a flood of bad segments between polls
