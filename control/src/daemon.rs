@@ -337,6 +337,7 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         timestamps: t.timestamps,
         cc: match t.cc.as_str() {
             "newreno" => CongestionControl::NewReno,
+            "bbr" => CongestionControl::Bbr,
             _ => CongestionControl::Cubic,
         },
         delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),

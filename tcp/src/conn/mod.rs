@@ -299,6 +299,14 @@ pub struct Connection<B> {
     retries: u32,
     // RACK-TLP (RFC 8985), used when `cfg.rack_tlp` and SACK is negotiated.
     rack: Rack,
+    /// Bytes RACK newly marked lost since the last BBR update.
+    bbr_newly_lost: Option<u64>,
+    /// SND.MAX at the last retransmission timeout, until it is acknowledged.
+    rto_recover: Option<u64>,
+    /// Pacing (BBR): byte credit, its last refill, and when sending may resume.
+    pace_credit: f64,
+    pace_last: Instant,
+    pace_at: Option<Instant>,
     /// RACK reordering timer (RFC 8985 §6.3).
     reo_at: Option<Instant>,
     /// Probe timeout (RFC 8985 §7.2).
@@ -364,7 +372,13 @@ impl<B: SegBuf> Connection<B> {
         passive: bool,
     ) -> Self {
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
-        let cc = Congestion::new(cfg.cc, cfg.mss, cfg.initial_cwnd_segments);
+        let cc = Congestion::new(
+            cfg.cc,
+            cfg.mss,
+            cfg.initial_cwnd_segments,
+            now,
+            u64::from(iss.0).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
         let rx = RecvQueue::new(
             cfg.max_ooo_bytes,
             cfg.max_ooo_segments,
@@ -416,6 +430,11 @@ impl<B: SegBuf> Connection<B> {
             una_rtx_mark: None,
             retries: 0,
             rack: Rack::default(),
+            bbr_newly_lost: None,
+            rto_recover: None,
+            pace_credit: 0.0,
+            pace_last: now,
+            pace_at: None,
             reo_at: None,
             tlp_at: None,
             tlp_due: false,
@@ -850,6 +869,7 @@ impl<B: SegBuf> Connection<B> {
         self.fin_wait2_at = None;
         self.reo_at = None;
         self.tlp_at = None;
+        self.pace_at = None;
         self.events.push_back(Event::Closed(why));
     }
 
@@ -874,6 +894,19 @@ impl<B: SegBuf> Connection<B> {
     /// Whether RACK-TLP (RFC 8985) drives loss detection: configured and SACK negotiated.
     fn rack_on(&self) -> bool {
         self.cfg.rack_tlp && self.sack_ok
+    }
+
+    /// Whether the per-segment transmission log is kept: for RACK, and for BBR's delivery
+    /// rate estimation.
+    fn log_on(&self) -> bool {
+        self.rack_on() || self.cc.is_bbr()
+    }
+
+    /// BBR's state name, bandwidth estimate (bytes/s), min RTT and pacing rate (bytes/s), for
+    /// traces and tests; `None` for other congestion controls.
+    pub fn bbr_state(&self) -> Option<(&'static str, f64, Option<Duration>, f64)> {
+        let b = self.cc.bbr()?;
+        Some((b.mode().name(), b.max_bw(), b.min_rtt(), b.pacing_rate()))
     }
 
     /// Whether we are the passive side.
