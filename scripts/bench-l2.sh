@@ -31,6 +31,8 @@ ip = "10.77.0.1/24"
 [dataplane]
 cores = [1]
 mode = "echo"
+[control]
+socket = "$work/ctl.sock"
 [log]
 level = "warn"
 EOT

@@ -100,6 +100,8 @@ device = "net_af_packet0,iface=vbd,framecnt=8192"
 ip = "10.79.0.2/24"
 [dataplane]
 cores = [1]
+[control]
+socket = "$work/$1.ctl.sock"
 [log]
 level = "warn"
 [tcp]
@@ -149,6 +151,8 @@ device = "net_memif0,role=server,id=0,socket=$sock,socket-abstract=no"
 ip = "10.77.0.1/24"
 [dataplane]
 cores = [0]
+[control]
+socket = "$work/ma.ctl.sock"
 [log]
 level = "warn"
 [tcp]
@@ -158,7 +162,7 @@ run_seconds = 600
 discard_port = 9
 discard_sha256 = false
 EOT
-    sed -e "s/iwb-ma/iwb-mb/; s/role=server/role=client/; s#10.77.0.1/24#10.77.0.2/24#; s/cores = \[0\]/cores = [1]/" \
+    sed -e "s/iwb-ma/iwb-mb/; s/ma.ctl.sock/mb.ctl.sock/; s/role=server/role=client/; s#10.77.0.1/24#10.77.0.2/24#; s/cores = \[0\]/cores = [1]/" \
         -e 's/^discard_port = 9$/send_to = "10.77.0.1:9"/; s/^discard_sha256 = false$/exit_after_send = true/' "$work/ma.toml" > "$work/mb.toml"
     printf 'send_bytes = %d\nsend_sha256 = false\n' $(( $2 << 20 )) >> "$work/mb.toml"
     "$BIN/iwarpd" --config "$work/ma.toml" > "$work/ma.log" 2>&1 &

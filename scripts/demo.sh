@@ -28,6 +28,8 @@ ip = "$3/24"
 cores = [$4]
 [stats]
 file = "$work/$1.stats"
+[control]
+socket = "$work/$1.ctl.sock"
 $5
 EOT
 }

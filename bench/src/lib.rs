@@ -2,3 +2,5 @@
 //! `dpdk-testpmd --forward-mode=macswap`) over a DPDK virtual wire and measures frames/s and
 //! round-trip latency.
 #![forbid(unsafe_code)]
+
+pub mod perf;

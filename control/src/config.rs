@@ -76,6 +76,8 @@ pub struct ControlSection {
     pub socket: String,
     /// Most clients connected at once (1..=4096).
     pub max_clients: u32,
+    /// Permission bits of the socket file, octal ("0600".."0777"): who may connect.
+    pub socket_mode: String,
 }
 
 impl Default for ControlSection {
@@ -83,7 +85,16 @@ impl Default for ControlSection {
         ControlSection {
             socket: "/run/iwarpd.sock".into(),
             max_clients: 256,
+            socket_mode: "0660".into(),
         }
+    }
+}
+
+impl ControlSection {
+    /// `socket_mode` as bits (validated: 0o600..=0o777).
+    pub fn mode(&self) -> Option<u32> {
+        let m = u32::from_str_radix(self.socket_mode.trim_start_matches("0o"), 8).ok()?;
+        (0o600..=0o777).contains(&m).then_some(m)
     }
 }
 
@@ -406,6 +417,47 @@ pub struct DiagSection {
     /// Exit when every sender connection is done (status 1 if one failed).
     #[serde(default)]
     pub exit_after_send: bool,
+    /// Diagnostic RDMA sink/responder port (every dataplane thread listens on it).
+    #[serde(default)]
+    pub rdma_port: Option<u16>,
+    /// Diagnostic RDMA generator: connect to "a.b.c.d:port" and run the operations.
+    #[serde(default)]
+    pub rdma_connect: Option<String>,
+    /// Generator operations, in order: "write", "send", "read", "oob" (a Write across the
+    /// end of the sink, which must draw the TERMINATE).
+    #[serde(default = "default_rdma_ops")]
+    pub rdma_ops: Vec<String>,
+    /// Generator sizes in bytes (each operation runs at each size), each <= `rdma_buffer`.
+    #[serde(default = "default_rdma_sizes")]
+    pub rdma_sizes: Vec<u64>,
+    /// Repetitions of the whole plan (1..=1000000).
+    #[serde(default = "default_one")]
+    pub rdma_iterations: u32,
+    /// Buffer size of the sink, source and receives, and the generator's (4096..=1 GiB).
+    #[serde(default = "default_rdma_buffer")]
+    pub rdma_buffer: u64,
+    /// SHA-256 of every operation on both ends (off for throughput runs).
+    #[serde(default = "default_true")]
+    pub rdma_sha256: bool,
+    /// Override `[mpa] crc` for the diagnostic service: "on", "off", "require".
+    #[serde(default)]
+    pub rdma_crc: Option<String>,
+    /// Override `[mpa] markers` for the diagnostic service.
+    #[serde(default)]
+    pub rdma_markers: Option<bool>,
+    /// Exit when the generator is done (status 1 if an operation failed).
+    #[serde(default)]
+    pub exit_after_rdma: bool,
+}
+
+fn default_rdma_ops() -> Vec<String> {
+    vec!["write".into(), "send".into(), "read".into()]
+}
+fn default_rdma_sizes() -> Vec<u64> {
+    vec![0, 1, 4096, 1 << 20, 8 << 20]
+}
+fn default_rdma_buffer() -> u64 {
+    8 << 20
 }
 
 fn default_true() -> bool {
@@ -439,6 +491,16 @@ impl Default for DiagSection {
             send_connections: 1,
             send_sha256: true,
             exit_after_send: false,
+            rdma_port: None,
+            rdma_connect: None,
+            rdma_ops: default_rdma_ops(),
+            rdma_sizes: default_rdma_sizes(),
+            rdma_iterations: 1,
+            rdma_buffer: default_rdma_buffer(),
+            rdma_sha256: true,
+            rdma_crc: None,
+            rdma_markers: None,
+            exit_after_rdma: false,
         }
     }
 }
@@ -620,6 +682,7 @@ impl Config {
         self.validate_tcp(path)?;
         self.validate_control(&bad)?;
         self.validate_mpa(&bad)?;
+        self.validate_diag_rdma(&bad)?;
         if !matches!(
             self.log.level.as_str(),
             "error" | "warn" | "info" | "debug" | "trace"
@@ -738,6 +801,15 @@ impl Config {
                 format!("{sock:?} is not allowed: an absolute path of 1..=107 bytes"),
             ));
         }
+        if self.control.mode().is_none() {
+            return Err(bad(
+                "control.socket_mode",
+                format!(
+                    "{:?} is not allowed: octal permission bits in \"0600\"..=\"0777\" (the owner must keep read and write)",
+                    self.control.socket_mode
+                ),
+            ));
+        }
         if !(1..=4096).contains(&self.control.max_clients) {
             return Err(bad(
                 "control.max_clients",
@@ -745,6 +817,82 @@ impl Config {
                     "{} is out of range, allowed 1..=4096",
                     self.control.max_clients
                 ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The diagnostic RDMA service's `[diag] rdma_*` keys.
+    fn validate_diag_rdma(
+        &self,
+        bad: &dyn Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let d = &self.diag;
+        if d.rdma_port == Some(0) {
+            return Err(bad(
+                "diag.rdma_port",
+                "0 is not allowed, allowed 1..=65535".into(),
+            ));
+        }
+        if let Some(a) = &d.rdma_connect
+            && parse_sockaddr(a).is_none()
+        {
+            return Err(bad(
+                "diag.rdma_connect",
+                format!("{a:?} is not an address and port, expected e.g. \"10.77.0.1:7174\""),
+            ));
+        }
+        if d.rdma_ops.is_empty() {
+            return Err(bad(
+                "diag.rdma_ops",
+                "must list at least one operation".into(),
+            ));
+        }
+        for op in &d.rdma_ops {
+            if !matches!(op.as_str(), "write" | "send" | "read" | "oob") {
+                return Err(bad(
+                    "diag.rdma_ops",
+                    format!(
+                        "{op:?} is not allowed, expected \"write\", \"send\", \"read\" or \"oob\""
+                    ),
+                ));
+            }
+        }
+        if !(4096..=1 << 30).contains(&d.rdma_buffer) {
+            return Err(bad(
+                "diag.rdma_buffer",
+                format!(
+                    "{} is out of range, allowed 4096..=1073741824",
+                    d.rdma_buffer
+                ),
+            ));
+        }
+        if d.rdma_sizes.is_empty() {
+            return Err(bad("diag.rdma_sizes", "must list at least one size".into()));
+        }
+        if d.rdma_connect.is_some()
+            && let Some(s) = d.rdma_sizes.iter().find(|&&s| s > d.rdma_buffer)
+        {
+            return Err(bad(
+                "diag.rdma_sizes",
+                format!(
+                    "{s} exceeds diag.rdma_buffer ({}), allowed 0..=rdma_buffer",
+                    d.rdma_buffer
+                ),
+            ));
+        }
+        if !(1..=1_000_000).contains(&d.rdma_iterations) {
+            return Err(bad(
+                "diag.rdma_iterations",
+                format!("{} is out of range, allowed 1..=1000000", d.rdma_iterations),
+            ));
+        }
+        if let Some(c) = &d.rdma_crc
+            && !matches!(c.as_str(), "on" | "off" | "require")
+        {
+            return Err(bad(
+                "diag.rdma_crc",
+                format!("{c:?} is not allowed, expected \"on\", \"off\" or \"require\""),
             ));
         }
         Ok(())
@@ -937,6 +1085,43 @@ mod tests {
                 ">= 10",
             ),
             (
+                &format!("{MINIMAL}[diag]\nrdma_connect = \"10.0.0.2\"\n"),
+                "diag.rdma_connect",
+                "10.77.0.1:7174",
+            ),
+            (
+                &format!("{MINIMAL}[diag]\nrdma_ops = [\"write\", \"copy\"]\n"),
+                "diag.rdma_ops",
+                "\"oob\"",
+            ),
+            (
+                &format!(
+                    "{MINIMAL}[diag]\nrdma_connect = \"10.0.0.2:7\"\nrdma_sizes = [1, 9000000]\n"
+                ),
+                "diag.rdma_sizes",
+                "exceeds diag.rdma_buffer",
+            ),
+            (
+                &format!("{MINIMAL}[diag]\nrdma_buffer = 100\n"),
+                "diag.rdma_buffer",
+                "4096..=1073741824",
+            ),
+            (
+                &format!("{MINIMAL}[diag]\nrdma_crc = \"maybe\"\n"),
+                "diag.rdma_crc",
+                "\"require\"",
+            ),
+            (
+                &format!("{MINIMAL}[diag]\nrdma_iterations = 0\n"),
+                "diag.rdma_iterations",
+                "1..=1000000",
+            ),
+            (
+                &format!("{MINIMAL}[diag]\nrdma_port = 0\n"),
+                "diag.rdma_port",
+                "1..=65535",
+            ),
+            (
                 &format!("{MINIMAL}[tcp]\ncc = \"vegas\"\n"),
                 "tcp.cc",
                 "\"cubic\", \"newreno\" or \"bbr\"",
@@ -965,6 +1150,16 @@ mod tests {
                 &format!("{MINIMAL}[control]\nsocket = \"relative.sock\"\n"),
                 "control.socket",
                 "absolute path",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nsocket_mode = \"0999\"\n"),
+                "control.socket_mode",
+                "\"0600\"..=\"0777\"",
+            ),
+            (
+                &format!("{MINIMAL}[control]\nsocket_mode = \"0066\"\n"),
+                "control.socket_mode",
+                "owner",
             ),
             (
                 &format!("{MINIMAL}[control]\nmax_clients = 0\n"),

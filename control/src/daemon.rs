@@ -3,17 +3,23 @@
 use crate::config::parse_sockaddr;
 use crate::config::{Config, parse_cidr};
 use crate::eal_args::{self, RUNTIME_DIR};
+use crate::server::ControlServer;
+use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
-use dataplane::eal::Eal;
+use dataplane::clock::TscClock;
+use dataplane::eal::{Eal, ShutdownOutcome};
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
-use dataplane::mempool::Mempool;
+use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
+use dataplane::rdma::diag::{DiagOp, DiagRdmaConfig};
+use dataplane::rdma::{CrcMode, EngineConfig, EngineHandle, MemTable, engine_channels};
 use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
 use netcore::Duration;
 use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
 use std::time::Instant as WallClock;
 use tcp::iface::{IfaceConfig, IfaceStats};
 use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
@@ -21,14 +27,36 @@ use tcp::{CongestionControl, Keepalive, TcpConfig, TcpStats};
 /// Run the daemon until SIGINT/SIGTERM, `diag.run_seconds`, or the end of a diagnostic ping.
 /// Returns the process exit status.
 pub fn run(cfg: &Config) -> Result<i32> {
+    run_with(cfg, &RunOptions::default())
+}
+
+/// How the bring-up runs: as the `iwarpd` process, or embedded in an application.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Embedded: no signal handlers, no control socket; the control server is handed to
+    /// this callback once the dataplane runs (`crate::embedded`).
+    pub embedded: Option<Box<dyn Fn(Arc<ControlServer>) + Send + Sync>>,
+}
+
+/// [`run`] with options.
+pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
+    crate::crc_choice::choose()?;
     let plan = eal_args::plan(cfg, eal_args::free_hugepages(), std::process::id())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(args = ?plan.args, "EAL arguments");
-    signal::install();
+    if opts.embedded.is_none() {
+        signal::install();
+    }
     let eal = Eal::init(&plan.args).context("EAL initialisation")?;
     tracing::info!(version = %Eal::version(), "EAL up");
-    let result = run_with_eal(cfg, &eal);
+    let result = run_with_eal(cfg, &eal, opts);
+    // The last handle: pools are freed and rte_eal_cleanup runs here, on the main thread, once
+    // every port, queue and mbuf is gone (see dataplane::eal).
     drop(eal);
+    match dataplane::eal::shutdown_outcome() {
+        Some(ShutdownOutcome::CleanedUp) => println!("iwarpd: EAL shutdown: cleaned up"),
+        other => println!("iwarpd: EAL shutdown: left to the process exit ({other:?})"),
+    }
     // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind, even with --in-memory.
     let dir = std::path::Path::new(RUNTIME_DIR).join(&plan.file_prefix);
     if dir.exists()
@@ -39,16 +67,25 @@ pub fn run(cfg: &Config) -> Result<i32> {
     result
 }
 
-fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
+fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let nq = u16::try_from(cfg.dataplane.cores.len()).context("too many cores")?;
+    // One frame per mbuf at the configured MTU (jumbo frames included): receive and transmit
+    // need no chains on the normal path.
+    let data_room = data_room_for_mtu(cfg.port.mtu);
     let pool = Mempool::new(
+        eal,
         "iwarpd_rx",
         cfg.dataplane.mbufs,
         cfg.dataplane.mbuf_cache,
-        2048 + 128,
+        data_room,
         -1,
     )
-    .context("mbuf pool")?;
+    .with_context(|| {
+        format!(
+            "mbuf pool for MTU {} ({} mbufs of {data_room} bytes): raise eal.memory_mb or lower dataplane.mbufs",
+            cfg.port.mtu, cfg.dataplane.mbufs
+        )
+    })?;
     let pcfg = PortConfig {
         rx_queues: nq,
         tx_queues: nq,
@@ -100,6 +137,22 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
 
     let tcp_cfg = tcp_config(cfg);
     let services = services(cfg);
+    // The control plane's seam to the dataplane threads (docs/rdma-seams.md).
+    let (engine, rdma_setups) = engine_channels(
+        cfg.dataplane.cores.len(),
+        MemTable::new(
+            1 << 20,
+            u64::from_le_bytes(random_secret()[..8].try_into()?),
+        ),
+        EngineConfig::default(),
+    );
+    let diag_rdma = diag_rdma_config(cfg);
+    // One clock for every thread: one origin, so Instants agree across threads.
+    let clock = TscClock::new(eal);
+    let mut queues = (0..nq)
+        .map(|q| port.queue(q))
+        .collect::<Result<Vec<_>, _>>()
+        .context("queues")?;
     let setups: Vec<LcoreSetup> = cfg
         .dataplane
         .cores
@@ -107,7 +160,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
         .enumerate()
         .map(|(i, _)| LcoreSetup {
             index: i,
-            queue: port.queue(i as u16),
+            clock,
             iface: iface.clone(),
             mode,
             // The diagnostic ping and the sender run on the first thread only.
@@ -127,17 +180,45 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             },
             exit_when_sent: cfg.diag.exit_after_send,
             secret: random_secret(),
+            rdma: rdma_setups.get(i).cloned(),
+            // The sink listens on every thread (RSS puts a connection anywhere); the generator
+            // runs on the first.
+            diag_rdma: diag_rdma.clone().map(|mut d| {
+                if i != 0 {
+                    d.connect = None;
+                }
+                d
+            }),
         })
         .collect();
     let shared: Vec<SharedLcoreStats> =
         setups.iter().map(|_| SharedLcoreStats::default()).collect();
     let core_ids = core_affinity::get_core_ids().unwrap_or_default();
 
+    // The control plane: the engine seam, the service, the control socket (or, embedded, the
+    // in-process server handed to the application).
+    let engine = Arc::new(engine);
+    let service = Service::new(
+        engine.clone(),
+        ServiceConfig::from_config(cfg, port.info().mac),
+    );
+    let socket = opts.embedded.is_none().then(|| {
+        let mode = cfg.control.mode().unwrap_or(0o660);
+        (std::path::Path::new(&cfg.control.socket), mode)
+    });
+    let server = Arc::new(
+        ControlServer::start(Arc::new(Mutex::new(service)), socket)
+            .with_context(|| format!("control socket {}", cfg.control.socket))?,
+    );
+    if let Some(cb) = &opts.embedded {
+        cb(server.clone());
+    }
+
     let started = WallClock::now();
     let mut port_peak = PortStats::default();
     let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
         let mut handles = Vec::new();
-        for (setup, sh) in setups.iter().zip(&shared) {
+        for ((setup, sh), queue) in setups.iter().zip(&shared).zip(queues.drain(..)) {
             let core = cfg.dataplane.cores[setup.index];
             let core_id = core_ids.iter().find(|c| c.id == core).copied();
             let pool = &pool;
@@ -149,21 +230,30 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
                     {
                         tracing::warn!(core, "could not pin dataplane thread");
                     }
-                    let lcore_id = eal.register_thread().context("register dataplane thread")?;
+                    let lcore = eal.register_thread().context("register dataplane thread")?;
                     tracing::info!(
                         thread = setup.index,
                         core,
-                        lcore_id,
+                        lcore_id = lcore.lcore_id(),
                         "dataplane thread running"
                     );
-                    let r = lcore::run(setup, pool, sh);
-                    eal.unregister_thread();
+                    let r = lcore::run(setup, queue, pool, sh);
+                    drop(lcore);
                     Ok(r)
                 })
                 .context("spawn dataplane thread")?;
             handles.push(h);
         }
-        control_loop(cfg, &port, &shared, started, &mut port_peak);
+        control_loop(
+            cfg,
+            &port,
+            &shared,
+            started,
+            &mut port_peak,
+            &server,
+            &engine,
+        );
+        server.stop();
         handles
             .into_iter()
             .map(|h| {
@@ -173,14 +263,22 @@ fn run_with_eal(cfg: &Config, eal: &Eal) -> Result<i32> {
             .collect()
     })?;
 
-    let report = render_all(
+    let mut report = render_all(
         &port,
         &reports,
         started.elapsed().as_secs_f64(),
         &mut port_peak,
     );
+    report.push_str(&control_stats(&server));
+    dataplane::rdma::stats::render(&engine.qp_stats(), &mut report);
     println!("{report}");
     let mut status = ping_status(&reports, ping.as_ref());
+    if let Some(r) = reports.first().and_then(|r| r.rdma_diag.as_ref())
+        && cfg.diag.rdma_connect.is_some()
+        && (r.failed > 0 || !r.done)
+    {
+        status = 1;
+    }
     if let Some(sr) = reports.first().and_then(|r| r.send.as_ref())
         && (sr.failed > 0 || sr.completed < cfg.diag.send_connections)
     {
@@ -206,6 +304,8 @@ fn control_loop(
     shared: &[SharedLcoreStats],
     started: WallClock,
     port_peak: &mut PortStats,
+    server: &ControlServer,
+    engine: &EngineHandle,
 ) {
     let tick = std::time::Duration::from_millis(cfg.stats.interval_ms.min(100));
     let mut last_write = WallClock::now();
@@ -226,12 +326,23 @@ fn control_loop(
                     ..Default::default()
                 })
                 .collect();
-            let text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
+            let mut text = render_all(port, &reports, started.elapsed().as_secs_f64(), port_peak);
+            text.push_str(&control_stats(server));
+            dataplane::rdma::stats::render(&engine.qp_stats(), &mut text);
             if let Err(e) = write_atomically(file, &text) {
                 tracing::warn!(file, "cannot write stats file: {e}");
             }
         }
     }
+}
+
+/// The control plane's counters (clients and their resources).
+fn control_stats(server: &ControlServer) -> String {
+    server
+        .service()
+        .lock()
+        .map(|s| s.render_stats())
+        .unwrap_or_else(|p| p.into_inner().render_stats())
 }
 
 /// Field-wise maximum of two snapshots: some PMDs (memif) reset their counters when the
@@ -388,6 +499,41 @@ fn services(cfg: &Config) -> Services {
             }),
         steering: None,
     }
+}
+
+/// The diagnostic RDMA service from `[diag] rdma_*` (validated) and `[mpa]`.
+fn diag_rdma_config(cfg: &Config) -> Option<DiagRdmaConfig> {
+    let d = &cfg.diag;
+    if d.rdma_port.is_none() && d.rdma_connect.is_none() {
+        return None;
+    }
+    let mut policy = crate::service::mpa_policy(&cfg.mpa);
+    if let Some(c) = &d.rdma_crc {
+        policy.crc = match c.as_str() {
+            "on" => CrcMode::On,
+            "require" => CrcMode::Require,
+            _ => CrcMode::Off,
+        };
+    }
+    if let Some(m) = d.rdma_markers {
+        policy.markers = m;
+    }
+    Some(DiagRdmaConfig {
+        listen_port: d.rdma_port,
+        connect: d
+            .rdma_connect
+            .as_deref()
+            .and_then(parse_sockaddr)
+            .map(|(ip, port)| std::net::SocketAddrV4::new(ip, port)),
+        ops: d.rdma_ops.iter().filter_map(|o| DiagOp::parse(o)).collect(),
+        sizes: d.rdma_sizes.clone(),
+        iterations: d.rdma_iterations,
+        buffer: usize::try_from(d.rdma_buffer).unwrap_or(usize::MAX),
+        policy,
+        sha256: d.rdma_sha256,
+        exit_when_done: d.exit_after_rdma,
+        connect_timeout: Duration::from_secs(30),
+    })
 }
 
 /// 16 random bytes from the OS (ISN key, STag keys, pattern seeds).

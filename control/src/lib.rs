@@ -2,5 +2,9 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod crc_choice;
 pub mod daemon;
 pub mod eal_args;
+pub mod embedded;
+pub mod server;
+pub mod service;

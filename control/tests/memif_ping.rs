@@ -2,81 +2,8 @@
 //! both stop cleanly and leave no memif socket or DPDK runtime files.
 mod common;
 
-use common::{Proc, TempDir, counter, root_or_skip};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// Instance A (memif server, 10.77.0.1) runs in the background while B (memif client,
-/// 10.77.0.2) runs to completion; returns A (still running), B's exit code and output.
-struct MemifPair {
-    dir: TempDir,
-    sock: PathBuf,
-    prefix: String,
-}
-
-impl MemifPair {
-    fn new(name: &str) -> Self {
-        let dir = TempDir::new(name);
-        let sock = dir.path("memif.sock");
-        MemifPair {
-            dir,
-            sock,
-            prefix: format!("iwt-{name}-{}", std::process::id()),
-        }
-    }
-
-    fn conf(&self, side: &str, role: &str, ip: &str, cores: &str, rest: &str) -> PathBuf {
-        let text = format!(
-            "[eal]\nhugepages = \"off\"\nmemory_mb = 512\nfile_prefix = \"{}-{side}\"\n\
-             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n\
-             [dataplane]\ncores = {cores}\nmbufs = 16384\n[diag]\nrun_seconds = 60\n{rest}",
-            self.prefix,
-            self.sock.display()
-        );
-        self.dir.write(&format!("{side}.toml"), &text)
-    }
-
-    fn run(
-        &self,
-        a_cores: &str,
-        a_diag: &str,
-        b_cores: &str,
-        b_diag: &str,
-    ) -> (Proc, Option<i32>, String) {
-        let a_cfg = self.conf("a", "server", "10.77.0.1", a_cores, a_diag);
-        let b_cfg = self.conf("b", "client", "10.77.0.2", b_cores, b_diag);
-        let a = Proc::spawn(
-            &[common::iwarpd(), "--config", a_cfg.to_str().unwrap()],
-            &self.dir.path("a.log"),
-        );
-        assert!(
-            a.wait_for("iwarpd: port", Duration::from_secs(20)),
-            "A did not start:\n{}",
-            a.output()
-        );
-        let mut b = Proc::spawn(
-            &[common::iwarpd(), "--config", b_cfg.to_str().unwrap()],
-            &self.dir.path("b.log"),
-        );
-        let code = b.wait(Duration::from_secs(60));
-        let out_b = b.output();
-        (a, code, out_b)
-    }
-
-    /// Stop A with SIGTERM; expect a clean exit and nothing left behind. Returns A's output.
-    fn stop(&self, mut a: Proc) -> String {
-        a.signal("TERM");
-        let code = a.wait(Duration::from_secs(15));
-        let out_a = a.output();
-        assert_eq!(code, Some(0), "A did not stop cleanly:\n{out_a}");
-        assert!(!self.sock.exists(), "memif socket left behind");
-        for side in ["a", "b"] {
-            let dir = format!("/var/run/dpdk/{}-{side}", self.prefix);
-            assert!(!Path::new(&dir).exists(), "runtime dir of {side} left");
-        }
-        out_a
-    }
-}
+use common::memif::MemifPair;
+use common::{counter, root_or_skip};
 
 #[test]
 fn two_iwarpd_ping_over_memif() {

@@ -1,4 +1,5 @@
 #include "shim.h"
+#include <string.h>
 
 uint16_t shim_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n) { return rte_eth_rx_burst(port, queue, pkts, n); }
 uint16_t shim_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n) { return rte_eth_tx_burst(port, queue, pkts, n); }
@@ -32,4 +33,18 @@ int shim_link_up(uint16_t port, uint32_t *speed_mbps) {
     if (rte_eth_link_get_nowait(port, &link) != 0) return -1;
     if (speed_mbps) *speed_mbps = link.link_speed;
     return link.link_status == RTE_ETH_LINK_UP;
+}
+int shim_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail) { return rte_pktmbuf_chain(head, tail); }
+/* Attach [addr, addr + len) as the mbuf's buffer and make all of it the packet's data. The caller
+ * has counted the mbuf in shinfo->refcnt. */
+void shim_attach_extbuf(struct rte_mbuf *m, void *addr, uint64_t iova, uint16_t len, struct rte_mbuf_ext_shared_info *shinfo) {
+    rte_pktmbuf_attach_extbuf(m, addr, iova, len, shinfo);
+    m->data_len = len;
+    m->pkt_len = len;
+}
+/* 1 when the device sits on the virtual-device bus (no DMA). */
+int shim_dev_is_vdev(const struct rte_device *dev) {
+    const struct rte_bus *bus = dev ? rte_dev_bus(dev) : NULL;
+    const char *name = bus ? rte_bus_name(bus) : NULL;
+    return name && strcmp(name, "vdev") == 0;
 }

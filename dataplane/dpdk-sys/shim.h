@@ -10,6 +10,9 @@
 #include <rte_lcore.h>
 #include <rte_cycles.h>
 #include <rte_version.h>
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_memory.h>
 
 uint16_t shim_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t shim_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
@@ -39,4 +42,7 @@ uint64_t shim_rdtsc(void);
 uint64_t shim_tsc_hz(void);
 const char *shim_version(void);
 int shim_link_up(uint16_t port, uint32_t *speed_mbps);
+int shim_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
+void shim_attach_extbuf(struct rte_mbuf *m, void *addr, uint64_t iova, uint16_t len, struct rte_mbuf_ext_shared_info *shinfo);
+int shim_dev_is_vdev(const struct rte_device *dev);
 #endif

@@ -1,9 +1,15 @@
 //! The one place where the TSC becomes a [`netcore::Instant`].
+//!
+//! One clock is made at bring-up and copied into every dataplane thread, so all threads share
+//! one origin: an `Instant` means the same moment on every thread (timestamps handed between
+//! threads, shared neighbour state, stats).
 #![allow(unsafe_code)]
 
+use crate::eal::Eal;
 use netcore::Instant;
 
-/// Converts TSC readings to nanoseconds since the clock was made.
+/// Converts TSC readings to nanoseconds since the clock was made. `Copy`: copies share the
+/// origin.
 #[derive(Debug, Clone, Copy)]
 pub struct TscClock {
     origin: u64,
@@ -12,10 +18,13 @@ pub struct TscClock {
 }
 
 impl TscClock {
-    /// A clock whose origin is now. Requires EAL to be initialised (for the TSC frequency).
-    pub fn new() -> Self {
-        // SAFETY: a plain read of the TSC frequency EAL measured.
-        let hz = unsafe { dpdk_sys::shim_tsc_hz() };
+    /// A clock whose origin is now, at the TSC frequency EAL measured.
+    pub fn new(eal: &Eal) -> Self {
+        Self::with_hz(eal.tsc_hz())
+    }
+
+    /// A clock whose origin is now, for a TSC running at `hz`.
+    pub fn with_hz(hz: u64) -> Self {
         let origin = Self::cycles();
         let hz = hz.max(1);
         TscClock {
@@ -45,8 +54,18 @@ impl TscClock {
     }
 }
 
-impl Default for TscClock {
-    fn default() -> Self {
-        Self::new()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_share_the_origin() {
+        let c = TscClock::with_hz(2_000_000_000);
+        let d = c;
+        let t = TscClock::cycles();
+        assert_eq!(c.at(t), d.at(t));
+        // 2 GHz: 2000 cycles are 1 us.
+        assert_eq!(c.at(c.origin + 2000).as_nanos(), 1000);
+        assert_eq!(c.at(c.origin.saturating_sub(5)), Instant::ZERO);
     }
 }

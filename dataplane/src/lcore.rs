@@ -8,7 +8,7 @@ use crate::clock::TscClock;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use crate::netstack::{Netstack, NetstackStats, SendReport, Services};
-use crate::port::{MAX_BURST, QueueHandle};
+use crate::port::{MAX_BURST, Queue};
 use crate::signal;
 use crate::stats::{LcoreStats, SharedLcoreStats};
 use netcore::{Duration, Instant};
@@ -55,8 +55,8 @@ pub struct PingResult {
 pub struct LcoreSetup {
     /// Thread index (0..n).
     pub index: usize,
-    /// The queue pair this thread polls.
-    pub queue: QueueHandle,
+    /// The clock, shared by all threads (one origin).
+    pub clock: TscClock,
     /// Our addresses on that port.
     pub iface: IfaceConfig,
     /// Processing mode.
@@ -71,6 +71,10 @@ pub struct LcoreSetup {
     pub exit_when_sent: bool,
     /// Secret for ISNs and pattern seeds (random per run).
     pub secret: [u8; 16],
+    /// This thread's end of the RDMA engine queues (`None`: no RDMA).
+    pub rdma: Option<crate::rdma::RdmaSetup>,
+    /// The diagnostic RDMA service to run on this thread.
+    pub diag_rdma: Option<crate::rdma::diag::DiagRdmaConfig>,
 }
 
 /// What a thread reports when it stops.
@@ -88,6 +92,8 @@ pub struct LcoreReport {
     pub netstack: NetstackStats,
     /// Sender outcome, if a sender ran.
     pub send: Option<SendReport>,
+    /// Diagnostic RDMA service outcome, if it ran.
+    pub rdma_diag: Option<crate::rdma::diag::DiagRdmaReport>,
 }
 
 /// Frames kept for the next iteration when the TX queue is full.
@@ -96,15 +102,27 @@ const TX_BACKLOG: usize = 4096;
 /// How often counters are published for readers.
 const PUBLISH_EVERY: u64 = 1024;
 
-/// Run the loop until a stop is requested. `shared` is updated every few iterations.
-pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> LcoreReport {
-    let clock = TscClock::new();
+/// Run the loop on `q` (owned: no other thread can poll it) until a stop is requested.
+/// `shared` is updated every few iterations.
+pub fn run(
+    setup: &LcoreSetup,
+    mut q: Queue,
+    pool: &Mempool,
+    shared: &SharedLcoreStats,
+) -> LcoreReport {
+    let clock = setup.clock;
     let mut ns = Netstack::new(
         Iface::new(setup.iface.clone()),
         setup.tcp.clone(),
         setup.services.clone(),
         setup.secret,
     );
+    if let Some(r) = &setup.rdma {
+        let diag = setup.diag_rdma.clone().map(|d| {
+            crate::rdma::diag::DiagRdma::new(d, r.mem.clone(), r.ids.clone(), setup.index)
+        });
+        ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, false));
+    }
     let mut st = LcoreStats::default();
     let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
     let mut tx: Vec<Mbuf> = Vec::with_capacity(4 * MAX_BURST);
@@ -112,7 +130,6 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
     let mut ping = setup.ping.map(|_| PingResult::default());
     let mut ping_started = false;
     let mut next_link_check = Instant::ZERO;
-    let q = setup.queue;
 
     while !signal::stop_requested() {
         st.loops += 1;
@@ -135,15 +152,14 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
         st.rx_packets += n as u64;
         for m in rx.drain(..) {
             st.rx_bytes += m.pkt_len() as u64;
-            if m.nb_segs() != 1 {
-                st.drop_multiseg += 1;
+            let Some(mut m) = single_segment(m, pool, &mut st) else {
                 continue;
-            }
+            };
             match setup.mode {
                 LoopMode::Echo => {
-                    let mut m = m;
-                    let d = m.data_mut();
-                    if d.len() >= 12 {
+                    if let Some(d) = m.data_mut()
+                        && d.len() >= 12
+                    {
                         let (dst, src) = d.split_at_mut(6);
                         dst.swap_with_slice(&mut src[..6]);
                     }
@@ -193,10 +209,13 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
         }
 
         if st.loops % PUBLISH_EVERY == 0 {
-            shared.publish(&st);
+            publish(&mut st, &q, shared);
         }
     }
-    shared.publish(&st);
+    publish(&mut st, &q, shared);
+    if let Some(e) = &ns.rdma {
+        e.publish();
+    }
     LcoreReport {
         stats: st,
         iface: ns.iface.stats().clone(),
@@ -204,6 +223,37 @@ pub fn run(setup: &LcoreSetup, pool: &Mempool, shared: &SharedLcoreStats) -> Lco
         tcp: ns.tcp_stats(),
         netstack: ns.stats,
         send: setup.services.send.as_ref().map(|_| ns.send_report.clone()),
+        rdma_diag: ns
+            .rdma
+            .as_ref()
+            .and_then(|e| e.diag.as_ref())
+            .map(|d| d.report.clone()),
+    }
+}
+
+fn publish(st: &mut LcoreStats, q: &Queue, shared: &SharedLcoreStats) {
+    let qs = q.stats();
+    st.tx_linearized = qs.tx_linearized;
+    st.drop_tx_linearize = qs.tx_linearize_failed;
+    shared.publish(st);
+}
+
+/// A received frame in one segment: a chain (jumbo frame on a small data room, scatter RX) is
+/// copied into one buffer, so the stack can hold it as one contiguous frame; counted.
+#[inline]
+fn single_segment(m: Mbuf, pool: &Mempool, st: &mut LcoreStats) -> Option<Mbuf> {
+    if m.nb_segs() == 1 {
+        return Some(m);
+    }
+    match m.linearize(pool) {
+        Some(flat) => {
+            st.rx_linearized += 1;
+            Some(flat)
+        }
+        None => {
+            st.drop_rx_chain += 1;
+            None
+        }
     }
 }
 

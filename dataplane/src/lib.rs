@@ -2,14 +2,15 @@
 //! glue between NIC queues and the sans-IO protocol crates.
 //!
 //! `unsafe` is denied crate-wide and allowed only in the FFI modules (`eal`, `port`, `mempool`,
-//! `mbuf`, `signal`, `clock`) and in `rdma::memory` (copies into and out of registered
-//! shared memory), every block with a `// SAFETY:` comment.
+//! `mbuf`, `extbuf`, `signal`, `clock`, `error`) and in `rdma::memory` (copies into and out of
+//! registered shared memory), every block with a `// SAFETY:` comment.
 #![deny(unsafe_code)]
 
 pub mod clock;
 pub mod diag;
 pub mod eal;
 pub mod error;
+pub mod extbuf;
 pub mod lcore;
 pub mod mbuf;
 pub mod mempool;

@@ -131,6 +131,8 @@ pub struct Netstack {
     next_port_offset: u32,
     /// The sender's pattern, shared by its connections (made on first use).
     pattern: Option<Rc<Pattern>>,
+    /// The RDMA engine of this thread (iWARP connections live there, not in `conns`).
+    pub rdma: Option<crate::rdma::engine::Engine>,
 }
 
 /// Segments one connection may emit per poll before others get a turn.
@@ -168,6 +170,7 @@ impl Netstack {
             services,
             next_port_offset: 0,
             pattern: None,
+            rdma: None,
         }
     }
 
@@ -215,8 +218,9 @@ impl Netstack {
     /// Timers, services and transmission.
     pub fn poll(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>) {
         self.start_senders(now);
+        self.poll_rdma(now);
         while let Some(h) = self.tcp.accept() {
-            self.on_accept(h);
+            self.on_accept(now, h);
         }
         self.wheel.expire(now, &mut self.expired);
         for h in std::mem::take(&mut self.expired) {
@@ -262,7 +266,14 @@ impl Netstack {
         }
     }
 
-    fn on_accept(&mut self, h: ConnHandle) {
+    fn on_accept(&mut self, now: Instant, h: ConnHandle) {
+        if let (Some(e), Some(c)) = (self.rdma.as_mut(), self.tcp.conn_mut(h))
+            && e.on_accept(now, h, c)
+        {
+            self.stats.accepted += 1;
+            self.dirty.push(h);
+            return;
+        }
         let Some(c) = self.tcp.conn(h) else { return };
         let port = c.local().1;
         let svc = if Some(port) == self.services.echo_port {
@@ -340,6 +351,10 @@ impl Netstack {
         let Some(c) = self.tcp.conn_mut(h) else {
             return;
         };
+        if let Some(e) = self.rdma.as_mut().filter(|e| e.owns(h)) {
+            e.service(now, h, c);
+            return;
+        }
         let Some(st) = self.conns.get_mut(&h) else {
             return;
         };
@@ -425,10 +440,14 @@ impl Netstack {
                 return false;
             };
             // Not yet accepted (SYN-RECEIVED): no service, no payload yet.
-            let t = match self.conns.get_mut(&h).map(|st| &mut st.svc) {
-                Some(Service::Echo(e)) => c.poll_transmit(now, seg, e),
-                Some(Service::Sender(s)) => c.poll_transmit(now, seg, s),
-                Some(Service::Discard(_)) | None => c.poll_transmit(now, seg, &mut tcp::NoData),
+            let rdma = self.rdma.as_mut().and_then(|e| e.log(h));
+            let t = match (rdma, self.conns.get_mut(&h).map(|st| &mut st.svc)) {
+                (Some(log), _) => c.poll_transmit(now, seg, log),
+                (None, svc) => match svc {
+                    Some(Service::Echo(e)) => c.poll_transmit(now, seg, e),
+                    Some(Service::Sender(s)) => c.poll_transmit(now, seg, s),
+                    Some(Service::Discard(_)) | None => c.poll_transmit(now, seg, &mut tcp::NoData),
+                },
             };
             let Some(t) = t else {
                 self.spare = Some(m);
@@ -465,6 +484,9 @@ impl Netstack {
             self.tcp.reap(h);
             self.armed.remove(&h);
             self.stats.reaped += 1;
+            if let Some(e) = self.rdma.as_mut() {
+                e.on_reaped(now, h);
+            }
             if let Some(st) = self.conns.remove(&h) {
                 let reason = st.reason;
                 self.report(now, h, st, reason, acked);
@@ -489,7 +511,12 @@ impl Netstack {
             self.sender_done(now, h, true, acked, secs, total, sha.unwrap_or_default());
         }
         let Some(c) = self.tcp.conn(h) else { return };
-        if let Some(t) = c.poll_timeout() {
+        let rdma_t = self.rdma.as_ref().and_then(|e| e.poll_timeout(h));
+        let t = match (c.poll_timeout(), rdma_t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(t) = t {
             let earlier = self.armed.get(&h).is_none_or(|&a| t < a);
             if earlier {
                 self.wheel.insert(t, h);
@@ -552,6 +579,19 @@ impl Netstack {
 }
 
 impl Netstack {
+    /// The RDMA engine's commands and work (its connections are serviced like the others).
+    fn poll_rdma(&mut self, now: Instant) {
+        let Some(e) = self.rdma.as_mut() else { return };
+        let mut net = crate::rdma::glue::StackNet {
+            tcp: &mut self.tcp,
+            iface: &mut self.iface,
+            steering: &self.services.steering,
+            seed: self.seed,
+            next_port_offset: &mut self.next_port_offset,
+        };
+        e.poll(now, &mut net, &mut self.dirty);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn sender_done(
         &mut self,

@@ -1,11 +1,21 @@
 //! Ethernet ports: configuration (queues, RSS, MTU), bursts, link state and counters.
+//!
+//! Ownership: a [`Port`] is a cheap, cloneable handle; the port is stopped and closed when the
+//! last handle *and* the last [`Queue`] are gone. Each queue pair is handed out once
+//! ([`Port::queue`]) as an owned [`Queue`]: `Send` (move it into the thread that polls it) but
+//! not `Sync` and not `Clone`, and polled through `&mut self`, so no two threads can ever poll
+//! one queue. The port holds its RX pool, so the pool outlives every mbuf the NIC receives into
+//! it (see [`crate::eal`] for the rest of the chain).
 #![allow(unsafe_code)]
 
 use crate::DpdkError;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use std::ffi::{CStr, CString};
+use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Largest burst the poll loop asks for.
 pub const MAX_BURST: usize = 32;
@@ -15,6 +25,9 @@ const RSS_IPV4: u64 = 1 << 2;
 const RSS_FRAG_IPV4: u64 = 1 << 3;
 const RSS_NONFRAG_IPV4_TCP: u64 = 1 << 4;
 const RSS_NONFRAG_IPV4_OTHER: u64 = 1 << 7;
+// RTE_ETH_TX_OFFLOAD_MULTI_SEGS and RTE_ETH_RX_OFFLOAD_SCATTER (RTE_BIT64 in rte_ethdev.h).
+const TX_OFFLOAD_MULTI_SEGS: u64 = 1 << 15;
+const RX_OFFLOAD_SCATTER: u64 = 1 << 13;
 
 /// The Toeplitz key we program, so software can predict the queue of a 4-tuple (for choosing
 /// source ports of active opens). It is the well-known Microsoft RSS verification key.
@@ -58,13 +71,43 @@ pub struct PortInfo {
     pub queues: u16,
     /// Entries of the RSS redirection table.
     pub reta_size: u16,
+    /// The device is on the virtual-device bus (memif, af_packet, af_xdp, tap...): it copies
+    /// with the CPU and never DMAs.
+    pub is_virtual: bool,
+    /// The device accepts chained mbufs on TX (otherwise [`Queue::tx_burst`] copies chains
+    /// into one buffer first).
+    pub tx_multi_seg: bool,
+    /// Scatter RX is on (the driver may hand up chains).
+    pub rx_scatter: bool,
+    /// Largest MTU the driver reports.
+    pub max_mtu: u16,
+    /// Whether the driver accepted our MTU (`rte_eth_dev_set_mtu`).
+    pub mtu_set: bool,
 }
 
-/// A started port. Stopped and closed on drop.
-#[derive(Debug)]
+/// A started port (a cheap, cloneable handle). Stopped and closed when the last handle and the
+/// last [`Queue`] are gone.
+#[derive(Debug, Clone)]
 pub struct Port {
-    info: PortInfo,
+    inner: Arc<PortInner>,
 }
+
+#[derive(Debug)]
+struct PortInner {
+    info: PortInfo,
+    device: *mut dpdk_sys::rte_device,
+    /// The RX pool (and for copying chains on devices without multi-segment TX).
+    pool: Mempool,
+    /// Queue pairs already handed out.
+    taken: Vec<AtomicBool>,
+}
+
+// SAFETY: `device` is DPDK's device object, used only for DMA mapping calls, which are
+// thread-safe; everything else is plain data, atomics or thread-safe handles. Ethdev control
+// calls (stats, link, xstats) may be made from any thread while queues are polled.
+unsafe impl Send for PortInner {}
+// SAFETY: see Send.
+unsafe impl Sync for PortInner {}
 
 /// Port-level counters from `rte_eth_stats_get`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -132,6 +175,24 @@ impl Port {
         let rss = cfg.rx_queues > 1 && rss_hf != 0;
         let mut key = RSS_KEY;
         let mut conf = dpdk_sys::rte_eth_conf::default();
+        let tx_multi_seg = dev_info.tx_offload_capa & TX_OFFLOAD_MULTI_SEGS != 0;
+        if tx_multi_seg {
+            conf.txmode.offloads |= TX_OFFLOAD_MULTI_SEGS;
+        }
+        // A frame that does not fit one RX buffer needs scatter (chains), where the driver has it.
+        let frame = usize::from(cfg.mtu) + 14 + 4;
+        let rx_scatter =
+            frame > pool.buf_capacity() && dev_info.rx_offload_capa & RX_OFFLOAD_SCATTER != 0;
+        if rx_scatter {
+            conf.rxmode.offloads |= RX_OFFLOAD_SCATTER;
+        } else if frame > pool.buf_capacity() {
+            tracing::warn!(
+                port = name,
+                mtu = cfg.mtu,
+                buffer = pool.buf_capacity(),
+                "frames at this MTU do not fit one RX buffer and the driver has no scatter RX: size the pool from the MTU"
+            );
+        }
         if rss {
             conf.rxmode.mq_mode = dpdk_sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
             conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
@@ -146,6 +207,7 @@ impl Port {
         // Some virtual PMDs do not support setting the MTU; that is not fatal at the default.
         // SAFETY: valid port id.
         let rc = unsafe { dpdk_sys::rte_eth_dev_set_mtu(id, cfg.mtu) };
+        let mtu_set = rc == 0;
         if rc == -libc::ENOTSUP {
             tracing::info!(
                 port = name,
@@ -209,29 +271,69 @@ impl Port {
             rss,
             queues: cfg.rx_queues,
             reta_size: dev_info.reta_size,
+            // SAFETY: dev_info.device is the probed device of this port (or NULL).
+            is_virtual: unsafe { dpdk_sys::shim_dev_is_vdev(dev_info.device) } == 1,
+            tx_multi_seg,
+            rx_scatter,
+            max_mtu: dev_info.max_mtu,
+            mtu_set,
         };
-        tracing::info!(port = name, id, driver = %info.driver, rss, mac = %fmt_mac(&info.mac), "port started");
-        Ok(Port { info })
+        tracing::info!(port = name, id, driver = %info.driver, rss, tx_multi_seg, rx_scatter,
+            max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac), "port started");
+        Ok(Port {
+            inner: Arc::new(PortInner {
+                info,
+                device: dev_info.device,
+                pool: pool.clone(),
+                taken: (0..cfg.rx_queues.max(cfg.tx_queues))
+                    .map(|_| AtomicBool::new(false))
+                    .collect(),
+            }),
+        })
     }
 
     /// What the driver reported.
     pub fn info(&self) -> &PortInfo {
-        &self.info
+        &self.inner.info
     }
 
-    /// A handle for one queue pair, to move into the thread that polls it.
-    pub fn queue(&self, q: u16) -> QueueHandle {
-        QueueHandle {
-            port: self.info.id,
-            queue: q,
+    /// The DPDK device behind the port (for DMA mapping).
+    pub(crate) fn device_ptr(&self) -> *mut dpdk_sys::rte_device {
+        self.inner.device
+    }
+
+    /// Queue pair `q`, to move into the thread that polls it. Each pair is handed out once;
+    /// asking again (or for a queue the port does not have) is an error.
+    pub fn queue(&self, q: u16) -> Result<Queue, DpdkError> {
+        let slot = self.inner.taken.get(usize::from(q)).ok_or_else(|| {
+            DpdkError::new(
+                format!("port {}: no queue {q}", self.info().name),
+                libc::EINVAL,
+            )
+        })?;
+        if slot.swap(true, Ordering::AcqRel) {
+            return Err(DpdkError::new(
+                format!(
+                    "port {}: queue {q} is already polled by another owner",
+                    self.info().name
+                ),
+                libc::EBUSY,
+            ));
         }
+        Ok(Queue {
+            port: self.inner.clone(),
+            id: self.inner.info.id,
+            queue: q,
+            stats: QueueStats::default(),
+            _not_sync: PhantomData,
+        })
     }
 
     /// Link up? (and speed in Mb/s)
     pub fn link(&self) -> (bool, u32) {
         let mut speed = 0u32;
         // SAFETY: valid port id and out pointer.
-        let up = unsafe { dpdk_sys::shim_link_up(self.info.id, &mut speed) };
+        let up = unsafe { dpdk_sys::shim_link_up(self.info().id, &mut speed) };
         (up == 1, speed)
     }
 
@@ -239,7 +341,7 @@ impl Port {
     pub fn stats(&self) -> PortStats {
         let mut s = dpdk_sys::rte_eth_stats::default();
         // SAFETY: valid port id and out pointer.
-        let _ = unsafe { dpdk_sys::rte_eth_stats_get(self.info.id, &mut s) };
+        let _ = unsafe { dpdk_sys::rte_eth_stats_get(self.info().id, &mut s) };
         PortStats {
             ipackets: s.ipackets,
             opackets: s.opackets,
@@ -254,7 +356,7 @@ impl Port {
 
     /// Extended counters (name, value), non-zero ones only.
     pub fn xstats(&self) -> Vec<(String, u64)> {
-        let id = self.info.id;
+        let id = self.info().id;
         // SAFETY: a NULL array with size 0 asks for the count.
         let n = unsafe { dpdk_sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0) };
         let Ok(n) = u32::try_from(n) else {
@@ -285,7 +387,7 @@ impl Port {
     }
 }
 
-impl Drop for Port {
+impl Drop for PortInner {
     fn drop(&mut self) {
         // SAFETY: valid port id; stop then close is the documented teardown order.
         unsafe {
@@ -299,34 +401,60 @@ impl Drop for Port {
     }
 }
 
-/// One RX/TX queue pair of a port, polled by exactly one thread.
-#[derive(Debug, Clone, Copy)]
-pub struct QueueHandle {
-    /// Port id.
-    pub port: u16,
-    /// Queue index.
-    pub queue: u16,
+/// Counters a queue keeps about chains it had to copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Chained packets copied into one buffer for a device without multi-segment TX.
+    pub tx_linearized: u64,
+    /// Chained packets dropped because that copy found no mbuf (or the packet exceeds a buffer).
+    pub tx_linearize_failed: u64,
 }
 
-impl QueueHandle {
+/// One RX/TX queue pair of a port, owned by the thread that polls it (see the module docs).
+#[derive(Debug)]
+pub struct Queue {
+    port: Arc<PortInner>,
+    id: u16,
+    queue: u16,
+    stats: QueueStats,
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+impl Queue {
+    /// Queue index.
+    pub fn index(&self) -> u16 {
+        self.queue
+    }
+
+    /// The port's facts.
+    pub fn info(&self) -> &PortInfo {
+        &self.port.info
+    }
+
+    /// Counters of this queue.
+    pub fn stats(&self) -> QueueStats {
+        self.stats
+    }
+
     /// Whether the port's link is up (non-blocking query).
     pub fn link_up(&self) -> bool {
         // SAFETY: valid port id; a NULL speed pointer is allowed by the shim.
-        unsafe { dpdk_sys::shim_link_up(self.port, std::ptr::null_mut()) == 1 }
+        unsafe { dpdk_sys::shim_link_up(self.id, std::ptr::null_mut()) == 1 }
     }
 
     /// Receive up to `MAX_BURST` packets, appended to `out`.
     #[inline]
-    pub fn rx_burst(&self, out: &mut Vec<Mbuf>) -> usize {
+    pub fn rx_burst(&mut self, out: &mut Vec<Mbuf>) -> usize {
         let mut raw = [std::ptr::null_mut::<dpdk_sys::rte_mbuf>(); MAX_BURST];
         // SAFETY: raw has room for MAX_BURST pointers; the port/queue were set up and the queue
-        // is polled by this thread only.
+        // is polled only through this &mut Queue, which exists once.
         let n = unsafe {
-            dpdk_sys::shim_rx_burst(self.port, self.queue, raw.as_mut_ptr(), MAX_BURST as u16)
+            dpdk_sys::shim_rx_burst(self.id, self.queue, raw.as_mut_ptr(), MAX_BURST as u16)
         };
         for &p in &raw[..usize::from(n)] {
             if let Some(p) = NonNull::new(p) {
-                // SAFETY: rx_burst hands us ownership of each returned mbuf.
+                // SAFETY: rx_burst hands us ownership of each returned mbuf; receive buffers
+                // come from our pool (direct).
                 out.push(unsafe { Mbuf::from_raw(p) });
             }
         }
@@ -334,20 +462,24 @@ impl QueueHandle {
     }
 
     /// Send the packets in `pkts` (drained from the front as they are accepted). Returns how many
-    /// were sent; the rest stay in `pkts` for the caller to retry or drop.
+    /// were sent; the rest stay in `pkts` for the caller to retry or drop. On a device without
+    /// multi-segment TX, chains are first copied into one buffer (counted in [`QueueStats`]).
     #[inline]
-    pub fn tx_burst(&self, pkts: &mut Vec<Mbuf>) -> usize {
+    pub fn tx_burst(&mut self, pkts: &mut Vec<Mbuf>) -> usize {
+        if !self.port.info.tx_multi_seg {
+            self.linearize_chains(pkts);
+        }
         let mut sent_total = 0;
         while !pkts.is_empty() {
             let k = pkts.len().min(MAX_BURST);
             let mut raw = [std::ptr::null_mut::<dpdk_sys::rte_mbuf>(); MAX_BURST];
             for (r, m) in raw.iter_mut().zip(pkts.iter()) {
-                *r = m.as_raw_unowned();
+                *r = m.raw_ptr();
             }
             // SAFETY: raw holds k valid mbufs that we own; tx_burst takes ownership of the first
             // `sent` of them, which we then forget below.
             let sent = usize::from(unsafe {
-                dpdk_sys::shim_tx_burst(self.port, self.queue, raw.as_mut_ptr(), k as u16)
+                dpdk_sys::shim_tx_burst(self.id, self.queue, raw.as_mut_ptr(), k as u16)
             });
             for m in pkts.drain(..sent) {
                 let _ = m.into_raw();
@@ -359,14 +491,32 @@ impl QueueHandle {
         }
         sent_total
     }
-}
 
-impl Mbuf {
-    /// The raw pointer without giving up ownership (for building burst arrays).
-    #[inline]
-    pub(crate) fn as_raw_unowned(&self) -> *mut dpdk_sys::rte_mbuf {
-        // Reading the pointer value is safe; using it is the caller's business.
-        self.raw_ptr()
+    #[cold]
+    fn linearize_chains(&mut self, pkts: &mut Vec<Mbuf>) {
+        if pkts.iter().all(|m| m.nb_segs() == 1) {
+            return;
+        }
+        let pool = &self.port.pool;
+        let stats = &mut self.stats;
+        pkts.retain_mut(|m| {
+            if m.nb_segs() == 1 {
+                return true;
+            }
+            match m.linearize(pool) {
+                Some(flat) => {
+                    // The chain (and any external segment's pin reference) is released here:
+                    // its bytes are copied.
+                    *m = flat;
+                    stats.tx_linearized += 1;
+                    true
+                }
+                None => {
+                    stats.tx_linearize_failed += 1;
+                    false
+                }
+            }
+        });
     }
 }
 

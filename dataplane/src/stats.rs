@@ -55,8 +55,14 @@ counters!(
         drop_tx_full,
         /// Packets dropped: mbuf pool empty when a reply was needed.
         drop_no_mbuf,
-        /// Packets dropped: multi-segment mbufs (not expected at our MTU).
-        drop_multiseg,
+        /// Received chains (frames spread over several mbufs) copied into one mbuf.
+        rx_linearized,
+        /// Received chains dropped: no mbuf for the copy, or longer than one mbuf.
+        drop_rx_chain,
+        /// Chained TX packets copied into one mbuf (device without multi-segment TX).
+        tx_linearized,
+        /// Chained TX packets dropped for want of an mbuf to copy them into.
+        drop_tx_linearize,
         /// TCP segments received (handed to the TCP layer).
         tcp_segments,
         /// Frames the L2/L3 layer dropped (reasons in the iface counters).
@@ -84,7 +90,7 @@ mod tests {
         let shared = SharedLcoreStats::default();
         let s = LcoreStats {
             rx_packets: 3,
-            drop_multiseg: 1,
+            drop_rx_chain: 1,
             ..Default::default()
         };
         shared.publish(&s);
@@ -96,6 +102,6 @@ mod tests {
         let mut out = String::new();
         render("lcore.0", &total.fields(), &mut out);
         assert!(out.contains("[lcore.0]\n"));
-        assert!(out.contains("drop_multiseg = 2\n"));
+        assert!(out.contains("drop_rx_chain = 2\n"));
     }
 }

@@ -191,7 +191,8 @@ fn run_all_operations_with(c: QpConfig, seed: u64) {
     assert_eq!((ca[3].opcode, ca[3].byte_len), (CqOpcode::Write, 10_000));
     assert_eq!((ca[4].opcode, ca[4].byte_len), (CqOpcode::Write, 3000));
     assert_eq!((ca[5].opcode, ca[5].byte_len), (CqOpcode::Read, 7000));
-    assert_eq!(ca[6].opcode, CqOpcode::Atomic);
+    assert_eq!(ca[6].opcode, CqOpcode::FetchAdd);
+    assert_eq!(ca[7].opcode, CqOpcode::CmpSwap);
 
     // Send data, scattered over three SGEs.
     let mut expect = data[..2000].to_vec();

@@ -128,6 +128,21 @@ impl SeqPacket {
     /// Send one datagram with `fds` attached (`MSG_NOSIGNAL`: a closed peer is an error,
     /// not a `SIGPIPE`).
     pub fn send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
+        self.send_flags(bytes, fds, libc::MSG_NOSIGNAL)
+    }
+
+    /// Like [`SeqPacket::send`] but never blocks: a full socket buffer (a peer that does not
+    /// read) is `WouldBlock`.
+    pub fn try_send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
+        self.send_flags(bytes, fds, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+    }
+
+    fn send_flags(
+        &self,
+        bytes: &[u8],
+        fds: &[BorrowedFd<'_>],
+        flags: libc::c_int,
+    ) -> std::io::Result<()> {
         if fds.len() > MAX_FDS {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -167,7 +182,7 @@ impl SeqPacket {
         }
         // SAFETY: msg points to a valid iovec over `bytes` and a valid control buffer, all
         // alive for the call.
-        let n = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        let n = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, flags) };
         if n < 0 {
             return Err(last_err());
         }

@@ -216,13 +216,15 @@ pub enum CmEvent {
         /// Error code.
         ecode: u8,
     },
-    /// The QP went to ERROR locally (we sent a TERMINATE with these codes, or the connection
-    /// failed).
+    /// The QP went to ERROR locally: `reason` is one of `abi::ctl::qp_error`; with
+    /// `TERMINATE_SENT`, layer/etype/ecode are the TERMINATE we sent.
     QpError {
         /// The CM id.
         id: CmHandle,
         /// The QP.
         qp: QpId,
+        /// One of `abi::ctl::qp_error`.
+        reason: u8,
         /// Layer.
         layer: u8,
         /// Error type.
@@ -294,12 +296,14 @@ impl CmEvent {
             Event::QpError {
                 id,
                 qp,
+                reason,
                 layer,
                 etype,
                 ecode,
             } => CmEvent::QpError {
                 id,
                 qp,
+                reason,
                 layer,
                 etype,
                 ecode,
@@ -308,6 +312,7 @@ impl CmEvent {
             other => CmEvent::QpError {
                 id: event_id(&other),
                 qp: QpId(0),
+                reason: 0,
                 layer: 0xff,
                 etype: 0xff,
                 ecode: 0xff,

@@ -259,8 +259,8 @@ impl Cq {
         Ok(self.consumer().arm()?)
     }
 
-    /// Wait up to `timeout` for one completion: busy-polls when the CQ has no channel (or
-    /// in embedded mode driven by the caller), otherwise arms it and sleeps on the channel.
+    /// Wait up to `timeout` for one completion: busy-polls when the CQ has no channel,
+    /// otherwise arms it and sleeps on the channel.
     pub fn wait_one(&self, timeout: Duration) -> Result<Option<Wc>> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -272,15 +272,12 @@ impl Cq {
                 return Ok(None);
             }
             match &self.inner.channel {
-                Some(ch) if !self.inner.dev.is_pumped() => {
+                Some(ch) => {
                     if !self.req_notify()? {
                         ch.wait(left)?;
                     }
                 }
-                _ => {
-                    self.inner.dev.poll_engine();
-                    std::hint::spin_loop();
-                }
+                None => std::hint::spin_loop(),
             }
         }
     }

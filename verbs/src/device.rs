@@ -148,7 +148,7 @@ impl Device {
                     spec: spec.to_string(),
                     reason: format!("cannot connect to the iwarpd socket: {e} (is iwarpd running, with [control] socket = \"{}\"?)", path.display()),
                 })?;
-                Device::handshake(spec.clone(), Session::new(sock, None), None)
+                Device::handshake(spec.clone(), Session::new(sock), None)
             }
             DeviceSpec::Embedded(path) => crate::embedded::open(spec, path),
         }
@@ -272,15 +272,18 @@ impl Device {
         self.inner.session.fd()
     }
 
-    /// Embedded mode driven by the caller: run one round of the engine (no-op otherwise).
-    pub fn poll_engine(&self) {
-        self.inner.session.pump();
+    /// True when the engine makes progress only while the caller polls it
+    /// ([`Device::poll_engine`]). Daemon devices and today's embedded engines run on their own
+    /// pinned dataplane threads, so this is `false` for every device this version opens; a
+    /// caller-driven embedded mode needs a steppable dataplane loop (not there yet).
+    pub fn is_pumped(&self) -> bool {
+        false
     }
 
-    /// True in embedded mode driven by the caller: waits poll the engine instead of sleeping.
-    pub fn is_pumped(&self) -> bool {
-        self.inner.session.has_pump()
-    }
+    /// Let a caller-driven engine run one round; nothing to do for devices whose engine runs
+    /// on its own threads (every device of this version, see [`Device::is_pumped`]). Busy
+    /// loops may call it unconditionally.
+    pub fn poll_engine(&self) {}
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
         self.inner.session.call(req, &[])

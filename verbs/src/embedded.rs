@@ -1,20 +1,89 @@
-//! Embedded mode: `iwarpd`'s engine and service inside the application's process.
+//! Embedded mode: `iwarpd`'s engine and service inside the application's process
+//! (`control::embedded`): the same bring-up, dataplane threads (pinned to the config's
+//! `dataplane.cores`), service and server code as the daemon, reached over an in-process
+//! socket pair instead of the daemon's socket.
+//!
+//! DPDK allows one EAL per process lifetime, so a process runs at most one embedded engine:
+//! every `Device::open` of the same config shares it (each device gets its own control
+//! connection, as separate daemon clients do), and the engine stops when the last device
+//! using it is dropped. Opening another config meanwhile, or any config after the engine
+//! stopped, is an error that says so.
 
 use crate::device::{Device, DeviceSpec};
 use crate::error::{Error, Result};
 use std::path::Path;
 
-/// How an embedded engine runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EmbeddedOptions {
-    /// Drive the engine from the caller's loop ([`Device::poll_engine`], and every wait of
-    /// this library) instead of its own pinned dataplane thread.
-    pub caller_driven: bool,
+#[cfg(feature = "embedded")]
+mod imp {
+    use super::*;
+    use crate::session::Session;
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex, Weak};
+
+    struct Running {
+        config: PathBuf,
+        engine: Weak<control::embedded::Embedded>,
+    }
+
+    /// The engine of this process, and whether one was ever started.
+    static ENGINE: Mutex<(Option<Running>, bool)> = Mutex::new((None, false));
+
+    fn engine_for(path: &Path) -> Result<Arc<control::embedded::Embedded>> {
+        let canon = path.canonicalize().map_err(|e| Error::Spec {
+            spec: format!("embedded:{}", path.display()),
+            reason: format!("cannot read the iwarpd config: {e}"),
+        })?;
+        let mut g = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = &g.0
+            && let Some(e) = r.engine.upgrade()
+        {
+            if r.config == canon {
+                return Ok(e);
+            }
+            return Err(Error::Embedded(format!(
+                "this process already runs an embedded engine with {} (one EAL per process): \
+                 open that config, or use a daemon",
+                r.config.display()
+            )));
+        }
+        if g.1 {
+            return Err(Error::Embedded(
+                "the embedded engine of this process has stopped (its last device was dropped) \
+                 and DPDK cannot start a second one in the same process: keep a Device open \
+                 for the whole run"
+                    .into(),
+            ));
+        }
+        let cfg = control::config::Config::load(&canon).map_err(|e| Error::Spec {
+            spec: format!("embedded:{}", canon.display()),
+            reason: e.to_string(),
+        })?;
+        g.1 = true;
+        let engine =
+            Arc::new(control::embedded::start(cfg).map_err(|e| Error::Embedded(format!("{e:#}")))?);
+        g.0 = Some(Running {
+            config: canon,
+            engine: Arc::downgrade(&engine),
+        });
+        Ok(engine)
+    }
+
+    pub(crate) fn open(spec: &DeviceSpec, path: &Path) -> Result<Device> {
+        let engine = engine_for(path)?;
+        let sock = engine
+            .connect()
+            .map_err(Error::io("embedded control connection"))?;
+        Device::handshake(spec.clone(), Session::new(sock), Some(Box::new(engine)))
+    }
 }
 
-pub(crate) fn open(spec: &DeviceSpec, path: &Path) -> Result<Device> {
-    let _ = path;
+#[cfg(feature = "embedded")]
+pub(crate) use imp::open;
+
+#[cfg(not(feature = "embedded"))]
+pub(crate) fn open(spec: &DeviceSpec, _path: &Path) -> Result<Device> {
     Err(Error::Embedded(format!(
-        "{spec}: embedded mode needs control's in-process entry point, not built yet"
+        "{spec}: this build of verbs has no embedded mode (feature `embedded` is off); \
+         connect to a running iwarpd (unix:PATH) instead"
     )))
 }

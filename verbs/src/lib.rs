@@ -67,7 +67,6 @@ pub use abi::{CqeOpcode as WcOpcode, CqeStatus as WcStatus, Sge};
 pub use cm::{CmEvent, CmHandle, CmId, ConnParam, ConnectRequest, CrcMode, Established, Rtr};
 pub use cq::{CompChannel, Cq, Wc};
 pub use device::{DEFAULT_SOCKET, DEVICE_ENV, Device, DeviceSpec};
-pub use embedded::EmbeddedOptions;
 pub use error::{Error, Result, connect_failure_name};
 pub use mem::{Access, Mr, RemoteMr, Segment};
 pub use pd::Pd;

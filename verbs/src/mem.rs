@@ -219,6 +219,9 @@ impl Mr {
             segment: seg.inner.id,
             offset: offset as u64,
             len: len as u64,
+            // Tagged offsets are this process's virtual addresses, as with ibverbs, so an
+            // application can advertise a pointer (rping does).
+            iova: seg.as_ptr() as u64 + offset as u64,
             access: access.0 | access::LOCAL_READ,
         })?;
         let Response::Mr { lkey, rkey } = r else {
@@ -270,10 +273,10 @@ impl Mr {
         &self.seg
     }
 
-    /// Tagged offset of the first byte as the peer must address it. Regions are zero-based
-    /// (RFC 5040 §2.2, "Tagged Offset"): the first byte is at tagged offset 0.
+    /// Tagged offset of the first byte as the peer must address it: this process's virtual
+    /// address of it (as with ibverbs' `mr->addr`).
     pub fn remote_addr(&self) -> u64 {
-        0
+        self.as_ptr() as u64
     }
 
     /// What the peer needs to address this region remotely.
@@ -344,6 +347,34 @@ impl Mr {
             off += n;
         }
         Ok(())
+    }
+
+    /// Load the byte at `offset` with an atomic (`Acquire`) load: the way to poll memory the
+    /// peer writes with RDMA Write (a plain read could be hoisted out of a polling loop).
+    pub fn load_u8(&self, offset: usize) -> Result<u8> {
+        self.check(offset, 1)?;
+        // SAFETY: offset is inside the region (checked), so the pointer is inside the mapping,
+        // which lives as long as `self`; AtomicU8 has alignment 1 and may alias memory that
+        // other threads or processes write (the dataplane's writes make the value unspecified,
+        // never undefined, as for any shared mapping).
+        let a = unsafe { std::sync::atomic::AtomicU8::from_ptr(self.as_ptr().add(offset)) };
+        Ok(a.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Load the native-endian `u64` at `offset` (8-byte aligned in the segment) atomically,
+    /// e.g. a counter updated by remote atomics.
+    pub fn load_u64(&self, offset: usize) -> Result<u64> {
+        self.check(offset, 8)?;
+        let p = self.as_ptr().wrapping_add(offset);
+        if !(p as usize).is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "load_u64 at offset {offset}: not 8-byte aligned"
+            )));
+        }
+        // SAFETY: in bounds (checked) and 8-aligned (checked), inside a mapping that outlives
+        // the borrow; AtomicU64 may alias memory written concurrently by the dataplane.
+        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(p.cast::<u64>()) };
+        Ok(a.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// First byte in this process.

@@ -18,13 +18,6 @@ use std::time::{Duration, Instant};
 /// go of the rings, which takes a poll-loop iteration or two).
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Something to run while waiting for the daemon (embedded mode driven by the caller's loop:
-/// the engine only makes progress when it is polled).
-pub(crate) trait Pump: Send + Sync {
-    /// Run one round of the engine and the service.
-    fn pump(&self);
-}
-
 #[derive(Debug, Default)]
 struct State {
     next_id: u32,
@@ -36,27 +29,22 @@ struct State {
 pub(crate) struct Session {
     sock: SeqPacket,
     state: Mutex<State>,
-    pump: Option<Box<dyn Pump>>,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("sock", &self.sock)
-            .field("pumped", &self.pump.is_some())
-            .finish()
+        f.debug_struct("Session").field("sock", &self.sock).finish()
     }
 }
 
 impl Session {
-    pub(crate) fn new(sock: SeqPacket, pump: Option<Box<dyn Pump>>) -> Session {
+    pub(crate) fn new(sock: SeqPacket) -> Session {
         Session {
             sock,
             state: Mutex::new(State {
                 next_id: 1,
                 ..State::default()
             }),
-            pump,
         }
     }
 
@@ -69,39 +57,10 @@ impl Session {
         self.sock.as_fd()
     }
 
-    pub(crate) fn has_pump(&self) -> bool {
-        self.pump.is_some()
-    }
-
-    /// Run the pump once (embedded mode driven by the caller), if any.
-    pub(crate) fn pump(&self) {
-        if let Some(p) = &self.pump {
-            p.pump();
-        }
-    }
-
-    /// Wait for the socket: in pumped mode poll it without blocking between engine rounds.
     fn wait_readable(&self, timeout: Duration) -> Result<bool> {
-        if self.pump.is_none() {
-            return self
-                .sock
-                .wait_readable(timeout)
-                .map_err(Error::io("poll control socket"));
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.pump();
-            if self
-                .sock
-                .wait_readable(Duration::ZERO)
-                .map_err(Error::io("poll control socket"))?
-            {
-                return Ok(true);
-            }
-            if Instant::now() >= deadline {
-                return Ok(false);
-            }
-        }
+        self.sock
+            .wait_readable(timeout)
+            .map_err(Error::io("poll control socket"))
     }
 
     /// Read one message (the socket must be readable). Events go to the queue.

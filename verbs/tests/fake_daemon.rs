@@ -267,7 +267,6 @@ fn full_queue_is_an_error_and_disconnect_flushes() {
             assert_eq!(wc.status(), WcStatus::Flushed, "{wc}");
             flushed += 1;
         }
-        c.dev.poll_engine();
     }
     assert_eq!(flushed, posted);
     match cid.get_event(Some(T)).unwrap() {

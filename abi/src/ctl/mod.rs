@@ -519,7 +519,9 @@ impl Header {
         }
         let version = u32::get(&mut r)?;
         let kind = u16::get(&mut r)?;
-        let _rsvd = u16::get(&mut r)?;
+        if u16::get(&mut r)? != 0 {
+            return Err(DecodeError::BadValue("header rsvd"));
+        }
         let id = u32::get(&mut r)?;
         let len = u32::get(&mut r)?;
         if len as usize > MAX_MESSAGE - HEADER_LEN {
@@ -593,6 +595,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
     let body = match h.kind >> 8 {
         0x00 => Body::Request(Request::get_body(h.kind, &mut r)?),
         0x01 => Body::Response(Response::get_body(h.kind, &mut r)?),
+        0x02 if h.id != 0 => return Err(DecodeError::BadValue("event id (must be 0)")),
         0x02 => Body::Event(Event::get_body(h.kind, &mut r)?),
         _ => return Err(DecodeError::UnknownKind(h.kind)),
     };

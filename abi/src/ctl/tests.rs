@@ -299,6 +299,15 @@ fn header_errors() {
     let mut b = good.clone();
     b[8..10].copy_from_slice(&0x7001u16.to_le_bytes());
     assert_eq!(decode(&b), Err(DecodeError::UnknownKind(0x7001)));
+    let mut ev = Event::Disconnected { id: CmId(1) }.encode();
+    ev[12] = 5;
+    assert_eq!(
+        decode(&ev),
+        Err(DecodeError::BadValue("event id (must be 0)"))
+    );
+    let mut b = good.clone();
+    b[10] = 1;
+    assert_eq!(decode(&b), Err(DecodeError::BadValue("header rsvd")));
     let mut b = good.clone();
     b.push(0);
     assert_eq!(decode(&b), Err(DecodeError::BadLength(0)));

@@ -99,7 +99,7 @@ fn main() -> Result<()> {
     }
     let eal = Eal::init(&eal_args).context("EAL")?;
     let name = a.vdev.split(',').next().unwrap_or(&a.vdev).to_owned();
-    let pool = Mempool::new("l2bench", 16383, 256, 2048 + 128, -1).context("pool")?;
+    let pool = Mempool::new(&eal, "l2bench", 16383, 256, 2048 + 128, -1).context("pool")?;
     let cfg = PortConfig {
         rx_queues: 1,
         tx_queues: 1,
@@ -109,7 +109,7 @@ fn main() -> Result<()> {
         promiscuous: false,
     };
     let port = Port::start(&name, &cfg, &pool).context("port")?;
-    let q = port.queue(0);
+    let mut q = port.queue(0).context("queue")?;
     let t0 = Instant::now();
     while !q.link_up() {
         if t0.elapsed() > Duration::from_secs(20) {
@@ -117,7 +117,7 @@ fn main() -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let clock = TscClock::new();
+    let clock = TscClock::new(&eal);
     let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
     let mut tx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
 

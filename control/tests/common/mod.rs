@@ -2,6 +2,8 @@
 //! after themselves (by name and PID), iwarpd configs in a temporary directory.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod memif;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -271,8 +273,18 @@ impl TempDir {
     }
 
     /// Write a file in the directory and return its path.
+    /// An iwarpd config (a `.toml` with `[port]`) without `[control]` gets its own control
+    /// socket in this directory, so daemons of concurrent tests never share
+    /// `/run/iwarpd.sock`.
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.0.join(name);
+        let mut text = text.to_owned();
+        if name.ends_with(".toml") && text.contains("[port]") && !text.contains("[control]") {
+            text.push_str(&format!(
+                "\n[control]\nsocket = \"{}\"\n",
+                self.0.join(format!("{name}.ctl.sock")).display()
+            ));
+        }
         std::fs::write(&p, text).expect("write");
         p
     }
@@ -318,6 +330,28 @@ pub fn field<'a>(text: &'a str, prefix: &str, key: &str) -> Option<&'a str> {
     let line = text.lines().find(|l| l.contains(prefix))?;
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Sum of `key = N` over every section whose name starts with `section_prefix`.
+pub fn counter_sum(report: &str, section_prefix: &str, key: &str) -> u64 {
+    let mut in_section = false;
+    let mut sum = 0;
+    for line in report.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_section = l
+                .strip_prefix('[')
+                .is_some_and(|s| s.starts_with(section_prefix));
+            continue;
+        }
+        if in_section
+            && let Some((k, v)) = l.split_once('=')
+            && k.trim() == key
+        {
+            sum += v.trim().parse::<u64>().unwrap_or(0);
+        }
+    }
+    sum
 }
 
 /// Value of `key = N` in section `[section]` of an iwarpd counters report.

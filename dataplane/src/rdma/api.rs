@@ -23,6 +23,7 @@ use netcore::Duration;
 
 use super::ids::{ClientId, ConnId, IdGen, ListenerId, QpNum};
 use super::memory::{MappedMemory, MemTable};
+use super::stats::{QpCounters, SharedRdmaStats};
 
 /// CRC policy of [`MpaPolicy`] (RFC 5044 §7.1: the CRC is used when either side asks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -231,6 +232,11 @@ impl LocalQueues {
     /// Take the next completion (send and receive completions share this queue).
     pub fn poll_cq(&self) -> Option<Completion> {
         self.lock().cq.pop_front()
+    }
+    /// Engine side: whether a send WR or a receive is waiting.
+    pub fn has_work(&self) -> bool {
+        let g = self.lock();
+        !g.sq.is_empty() || !g.rq.is_empty()
     }
     /// Engine side: the next posted send WR.
     pub fn take_send(&self) -> Option<WorkRequest> {
@@ -464,6 +470,9 @@ pub struct EngineConfig {
     pub rx_timeout: Duration,
     /// Commands queued per thread before `EngineHandle::send` reports the queue full.
     pub cmd_queue_depth: usize,
+    /// A `Disconnect` whose graceful close (queued work drained, FIN exchanged) takes longer
+    /// than this ends with a reset.
+    pub close_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -471,6 +480,7 @@ impl Default for EngineConfig {
         EngineConfig {
             rx_timeout: Duration::from_secs(5),
             cmd_queue_depth: 4096,
+            close_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -536,6 +546,7 @@ pub struct EngineHandle {
     /// Connection and listener ids.
     pub ids: Arc<IdGen>,
     cmds: Vec<Arc<CmdQueue>>,
+    stats: Vec<Arc<SharedRdmaStats>>,
     // A Mutex so the handle is Sync: the control plane shares it (Arc) between the thread
     // serving client requests and the thread waiting for events (docs/rdma-seams.md).
     events: Mutex<Receiver<EngineEvent>>,
@@ -556,6 +567,15 @@ impl EngineHandle {
     /// Queue the command `make(thread)` for every thread (`Listen`, `Unlisten`).
     pub fn broadcast(&self, make: impl Fn(usize) -> EngineCmd) -> Result<(), EngineError> {
         (0..self.cmds.len()).try_for_each(|t| self.send(t, make(t)))
+    }
+
+    /// Every QP's counters, over all threads.
+    pub fn qp_stats(&self) -> std::collections::BTreeMap<QpNum, QpCounters> {
+        let mut all = std::collections::BTreeMap::new();
+        for s in &self.stats {
+            all.extend(s.snapshot());
+        }
+        all
     }
 
     /// The next event, waiting at most `timeout`.
@@ -592,6 +612,8 @@ pub struct RdmaSetup {
     pub events: Sender<EngineEvent>,
     /// Engine knobs.
     pub cfg: EngineConfig,
+    /// This thread's per-QP counters, read by the control thread.
+    pub stats: Arc<SharedRdmaStats>,
 }
 
 /// Make the queues between the control thread and `threads` dataplane threads.
@@ -605,22 +627,26 @@ pub fn engine_channels(
     let cmds: Vec<Arc<CmdQueue>> = (0..threads)
         .map(|_| Arc::new(CmdQueue::new(cfg.cmd_queue_depth)))
         .collect();
+    let stats: Vec<Arc<SharedRdmaStats>> = (0..threads).map(|_| Arc::default()).collect();
     let setups = cmds
         .iter()
+        .zip(&stats)
         .enumerate()
-        .map(|(thread, q)| RdmaSetup {
+        .map(|(thread, (q, st))| RdmaSetup {
             thread,
             mem: mem.clone(),
             ids: ids.clone(),
             cmds: q.clone(),
             events: tx.clone(),
             cfg: cfg.clone(),
+            stats: st.clone(),
         })
         .collect();
     let handle = EngineHandle {
         mem,
         ids,
         cmds,
+        stats,
         events: Mutex::new(rx),
     };
     (handle, setups)

@@ -150,6 +150,35 @@ unsafe impl MappedMemory for shm::Segment {
     }
 }
 
+/// A mapping that `abi` rings live in: a [`MappedMemory`] whose base is 64-byte aligned
+/// (checked by [`RingMem::new`]), as `abi::ring::SharedMemory` requires.
+#[derive(Debug, Clone)]
+pub struct RingMem(Arc<dyn MappedMemory>);
+
+impl RingMem {
+    /// Wrap `m`; `None` when its base is not 64-byte aligned (memfd mappings and
+    /// [`HeapMemory`] are page aligned).
+    pub fn new(m: Arc<dyn MappedMemory>) -> Option<RingMem> {
+        (m.base().as_ptr() as usize)
+            .is_multiple_of(abi::ring::CACHE_LINE)
+            .then_some(RingMem(m))
+    }
+}
+
+// SAFETY: the base is 64-byte aligned (checked in `new`, and `MappedMemory` promises base and
+// len never change); `MappedMemory` promises base..base+len stays mapped read/write while the
+// Arc (held by this value and its clones) lives. The client side accesses ring parts only with
+// atomics (abi's ring protocol); a client that does not can only corrupt values, which the
+// ring code detects.
+unsafe impl abi::ring::SharedMemory for RingMem {
+    fn base(&self) -> *mut u8 {
+        self.0.base().as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// A registered region: `len` bytes at byte `offset` of a mapping, named by an STag (remote
 /// access) and a handle (the lkey, local access).
 pub struct Region {

@@ -11,8 +11,14 @@
 //!   view that does the fused copy + CRC32c of the receive path.
 
 pub mod api;
+pub(crate) mod conn;
+pub mod diag;
+pub mod engine;
+pub(crate) mod glue;
 pub mod ids;
 pub mod memory;
+pub mod queues;
+pub mod stats;
 pub mod txlog;
 
 pub use api::{
@@ -24,3 +30,8 @@ pub use ids::{ClientId, ConnId, IdGen, ListenerId, QpNum, QpNumAllocator};
 pub use memory::{
     HeapMemory, MappedMemory, MemError, MemTable, MrKeys, MrRequest, QpMemory, Region,
 };
+
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;

@@ -522,6 +522,22 @@ impl Startup {
         Ok(())
     }
 
+    /// Responder: accept with `private_data`, granting at least `ird` and taking at most `ord`
+    /// (instead of the configured values; the usual RFC 6581 rules apply).
+    pub fn accept_with(
+        &mut self,
+        private_data: &[u8],
+        ird: u16,
+        ord: u16,
+    ) -> Result<(), StartupError> {
+        if !matches!(self.state, State::AwaitAccept(_)) {
+            return Err(StartupError::InvalidState);
+        }
+        self.cfg.ird = ird.min(IrdOrd::VALUE_MASK);
+        self.cfg.ord = ord.min(IrdOrd::VALUE_MASK);
+        self.accept(private_data)
+    }
+
     /// Responder: reject the pending request with `private_data`.
     pub fn reject(&mut self, private_data: &[u8]) -> Result<(), StartupError> {
         if !matches!(self.state, State::AwaitAccept(_)) {

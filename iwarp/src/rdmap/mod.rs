@@ -23,7 +23,7 @@ pub mod wire;
 
 pub use qp::{
     Completion, CqOpcode, Memory, PostError, Qp, QpConfig, QpState, RecvRequest, Sge, WcStatus,
-    WorkRequest, WrFlags, WrOpcode,
+    WorkRequest, WrFlags, WrOpcode, recv_flush, sq_flush,
 };
 pub use rtr::Rtr;
 pub use terminate::{TermLayout, TerminateHdr};

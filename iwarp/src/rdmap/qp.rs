@@ -217,8 +217,10 @@ pub enum CqOpcode {
     Write,
     /// An RDMA Read completed.
     Read,
-    /// An atomic completed; the original value is in the sink.
-    Atomic,
+    /// An RFC 7306 FetchAdd completed; the original value is in the sink.
+    FetchAdd,
+    /// An RFC 7306 CompareSwap completed; the original value is in the sink.
+    CmpSwap,
     /// A Send arrived into a posted receive.
     Recv,
     /// An Immediate Data message (Write with Immediate) arrived into a posted receive.
@@ -425,6 +427,22 @@ impl Qp {
         self.wait_ack.len()
     }
 
+    /// FPDUs received completely (CRC checked) so far.
+    pub fn rx_fpdus(&self) -> u64 {
+        self.deframer.fpdus()
+    }
+
+    /// Send-queue work requests not yet completed (queued, running, waiting for a response
+    /// or the LLP's ACK, or done but held back for posting order).
+    pub fn send_queue_len(&self) -> usize {
+        self.sq.len() + self.sq_slots.len()
+    }
+
+    /// Posted receives not yet completed.
+    pub fn recv_queue_len(&self) -> usize {
+        self.rq.len() + usize::from(self.rx.cur_recv.is_some())
+    }
+
     /// True while an FPDU is partly received (the deframer is between an FPDU's first and
     /// last octet): a stream that ends or stalls now breaks an FPDU.
     pub fn rx_in_progress(&self) -> bool {
@@ -610,6 +628,21 @@ impl Qp {
     }
 }
 
+/// The completion of a send-queue WR that never reached the QP (refused at post time) with
+/// `status` (`Flushed` for a QP in ERROR, `LocalError` for a malformed WR), for a caller that
+/// takes WRs from a queue of its own.
+pub fn sq_flush(wr_id: u64, opcode: WrOpcode, status: WcStatus) -> Completion {
+    Completion {
+        status,
+        ..flushed(wr_id, sq_cq_opcode(opcode))
+    }
+}
+
+/// The flushed completion of a receive posted to a QP in ERROR.
+pub fn recv_flush(wr_id: u64) -> Completion {
+    flushed(wr_id, CqOpcode::Recv)
+}
+
 /// A flushed completion (RFC 5040 §5.1; verbs `IBV_WC_WR_FLUSH_ERR`).
 pub(crate) fn flushed(wr_id: u64, opcode: CqOpcode) -> Completion {
     Completion {
@@ -629,6 +662,7 @@ pub(crate) fn sq_cq_opcode(op: WrOpcode) -> CqOpcode {
         WrOpcode::Send | WrOpcode::SendInvalidate => CqOpcode::Send,
         WrOpcode::Write | WrOpcode::WriteImm => CqOpcode::Write,
         WrOpcode::Read => CqOpcode::Read,
-        WrOpcode::FetchAdd { .. } | WrOpcode::CmpSwap { .. } => CqOpcode::Atomic,
+        WrOpcode::FetchAdd { .. } => CqOpcode::FetchAdd,
+        WrOpcode::CmpSwap { .. } => CqOpcode::CmpSwap,
     }
 }

@@ -12,7 +12,9 @@ use netcore::crc::Crc32c;
 use crate::ddp::wire::{self as ddp, DdpBuf};
 use crate::error::{DdpError, Layer, RdmapError, TermCode, rdmap_etype};
 use crate::mpa::Deframed;
-use crate::rdmap::qp::{Completion, CqOpcode, Memory, Qp, QpState, RecvRequest, Sge, WcStatus};
+use crate::rdmap::qp::{
+    Completion, CqOpcode, Memory, Qp, QpState, RecvRequest, Sge, WcStatus, sq_cq_opcode,
+};
 use crate::rdmap::terminate::{RDMA_HDR_LEN, TerminateHdr};
 use crate::rdmap::tx::{TxMsg, sges_ok};
 use crate::rdmap::wire::{
@@ -472,7 +474,7 @@ impl Qp {
                             }
                             let cqe = o.wr.flags.signaled.then_some(Completion {
                                 wr_id: o.wr.wr_id,
-                                opcode: CqOpcode::Atomic,
+                                opcode: sq_cq_opcode(o.wr.opcode),
                                 status: WcStatus::Success,
                                 byte_len: 8,
                                 imm: None,

@@ -25,6 +25,7 @@ struct Mr {
     seg: Mem,
     offset: usize,
     len: usize,
+    iova: u64,
     access: u32,
 }
 
@@ -277,6 +278,7 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
             segment,
             offset,
             len,
+            iova,
             access,
         } => {
             let Some(seg) = st.segments.get(&(c, segment)).cloned() else {
@@ -293,6 +295,7 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
                     seg,
                     offset: offset as usize,
                     len: len as usize,
+                    iova,
                     access,
                 },
             );
@@ -581,11 +584,23 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
 }
 
 fn push_cqe(st: &mut State, cq: CqId, cqe: Cqe) {
-    if let Some(c) = st.cqs.get_mut(&cq)
-        && c.prod.push(cqe).unwrap_or(false)
-        && let Some(e) = &c.efd
-    {
-        let _ = e.signal(1);
+    if std::env::var_os("FAKE_TRACE").is_some() {
+        eprintln!(
+            "fake: cq {cq} <- wr {} qp {} op {} st {} len {}",
+            cqe.wr_id, cqe.qp_num, cqe.opcode, cqe.status, cqe.byte_len
+        );
+    }
+    let Some(c) = st.cqs.get_mut(&cq) else {
+        panic!("fake: completion for unknown {cq}");
+    };
+    match c.prod.push(cqe) {
+        Ok(true) => {
+            if let Some(e) = &c.efd {
+                let _ = e.signal(1);
+            }
+        }
+        Ok(false) => {}
+        Err(e) => panic!("fake: CQ {cq} push: {e:?}"),
     }
 }
 
@@ -718,6 +733,9 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
                 Some(data) if scatter(st, pclient, r.sges().unwrap_or(&[]), &data) => {
                     len = data.len() as u32;
                     let mut c = Cqe::new(r.wr_id, pnum, CqeOpcode::Recv, CqeStatus::Success, len);
+                    if w.solicited() {
+                        c.flags |= abi::cqe::CQE_SOLICITED;
+                    }
                     if op == WqeOpcode::SendInvalidate {
                         st.mrs.remove(&w.invalidate_stag);
                         c = c.with_invalidated(w.invalidate_stag);
@@ -739,8 +757,9 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
                 gather(st, client, &sges),
                 st.mrs.get(&w.rkey).filter(|m| m.client == pclient),
             ) {
-                (Some(data), Some(m)) if w.remote_addr + data.len() as u64 <= m.len as u64 => {
-                    m.seg.write_at(m.offset as u64 + w.remote_addr, &data);
+                (Some(data), Some(m)) if in_mr(m, w.remote_addr, data.len() as u64) => {
+                    m.seg
+                        .write_at(m.offset as u64 + w.remote_addr - m.iova, &data);
                     len = data.len() as u32;
                 }
                 _ => status = CqeStatus::RemoteAccess,
@@ -754,9 +773,10 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
         WqeOpcode::Read => {
             let total: u64 = sges.iter().map(|s| u64::from(s.len)).sum();
             match st.mrs.get(&w.rkey).filter(|m| m.client == pclient) {
-                Some(m) if w.remote_addr + total <= m.len as u64 => {
+                Some(m) if in_mr(m, w.remote_addr, total) => {
                     let mut b = vec![0u8; total as usize];
-                    m.seg.read_at(m.offset as u64 + w.remote_addr, &mut b);
+                    m.seg
+                        .read_at(m.offset as u64 + w.remote_addr - m.iova, &mut b);
                     scatter(st, client, &sges, &b);
                     len = total as u32;
                 }
@@ -765,9 +785,10 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
         }
         WqeOpcode::FetchAdd | WqeOpcode::CmpSwap => {
             match st.mrs.get(&w.rkey).filter(|m| m.client == pclient) {
-                Some(m) if w.remote_addr + 8 <= m.len as u64 => {
+                Some(m) if in_mr(m, w.remote_addr, 8) => {
+                    let at = m.offset as u64 + w.remote_addr - m.iova;
                     let mut b = [0u8; 8];
-                    m.seg.read_at(m.offset as u64 + w.remote_addr, &mut b);
+                    m.seg.read_at(at, &mut b);
                     let orig = u64::from_ne_bytes(b);
                     let new = if op == WqeOpcode::FetchAdd {
                         orig.wrapping_add(w.compare_add)
@@ -776,8 +797,7 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
                     } else {
                         orig
                     };
-                    m.seg
-                        .write_at(m.offset as u64 + w.remote_addr, &new.to_ne_bytes());
+                    m.seg.write_at(at, &new.to_ne_bytes());
                     scatter(st, client, &sges, &orig.to_ne_bytes());
                     len = 8;
                 }
@@ -798,4 +818,8 @@ fn execute(st: &mut State, id: QpId, peer: QpId, w: Wqe) -> bool {
 /// A fresh unique name for a socket.
 pub fn sock_dir() -> &'static Path {
     Path::new("/tmp")
+}
+
+fn in_mr(m: &Mr, to: u64, len: u64) -> bool {
+    to >= m.iova && to - m.iova + len <= m.len as u64
 }

@@ -1,2 +1,3 @@
 #![allow(dead_code, unreachable_pub)]
 pub mod fake;
+pub mod ready;

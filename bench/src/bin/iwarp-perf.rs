@@ -1,0 +1,270 @@
+//! `iwarp-perf`: perftest's benchmarks over iwarpd's verbs library (`iwarp-perf write_bw -d
+//! DEVICE [options] [SERVER]`), speaking perftest's `-R` protocol, plus `tcp_bw`/`tcp_lat`
+//! kernel-socket baselines. Exit status: 0 success, 1 failure, 2 bad command line.
+
+use anyhow::{Context, Result};
+use bench::perf::cli::{AtomicType, Cli, Cmd, OnOff, PerfArgs, TcpArgs, json_path};
+use bench::perf::params::{self, DEF_CACHE_LINE_SIZE, DEF_PAGE_SIZE, Test, Verb};
+use bench::perf::rdma::{CommQp, Opts, Side};
+use bench::perf::report::{self, TestInfo};
+use bench::perf::session::{DriveCfg, Row, drive};
+use bench::perf::{json, plot, tcp, wire};
+use clap::Parser;
+use std::net::SocketAddrV4;
+use std::process::ExitCode;
+use std::time::Duration;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let r = match &cli.cmd {
+        Cmd::TcpBw(a) => run_tcp(a, true),
+        Cmd::TcpLat(a) => run_tcp(a, false),
+        cmd => {
+            let (test, a) = cmd.rdma().expect("an RDMA test");
+            if let Err(e) = a.validate(test) {
+                eprintln!("iwarp-perf: {e}");
+                return ExitCode::from(2);
+            }
+            run_rdma(test, a)
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iwarp-perf: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    // The embedded engine logs with `tracing`; keep stdout for perftest's tables.
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
+    init_logging();
+    let client = a.server.is_some();
+    let dev =
+        verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
+    let pd = dev.alloc_pd()?;
+    let attrs = dev.attrs().clone();
+    let sizes = if a.all {
+        params::sweep_sizes(test)
+    } else {
+        vec![a.size.unwrap_or(test.default_size())]
+    };
+    let tx_depth = a
+        .tx_depth
+        .unwrap_or(test.default_tx_depth())
+        .min(attrs.max_qp_wr.max(1));
+    let out_reads = a
+        .outs
+        .unwrap_or(128)
+        .min(attrs.max_ord.max(1))
+        .min(attrs.max_ird.max(1));
+    let crc = match a.crc {
+        None => verbs::CrcMode::Default,
+        Some(OnOff::On) => verbs::CrcMode::On,
+        Some(OnOff::Off) => verbs::CrcMode::Off,
+    };
+    let device_name = a.device.clone().unwrap_or_else(|| dev.spec().to_string());
+    let mtu = params::ib_mtu_for(1500);
+    let info = TestInfo {
+        test,
+        client,
+        device: device_name.clone(),
+        num_qps: a.qps,
+        pcie_relax_order: None,
+        tx_depth,
+        rx_depth: a.rx_depth,
+        cq_mod: params::cq_moderation(a.cq_mod, sizes[0], a.all, tx_depth),
+        mtu,
+        gid_index: Some(0),
+        inline_size: 0,
+        out_reads,
+        rdma_cm: true,
+        atomic_fetch_add: a.atomic_type == AtomicType::FETCH_AND_ADD,
+    };
+    let opts = Opts {
+        test,
+        server: a.server,
+        port: a.port,
+        sizes: sizes.clone(),
+        iters: a.iters.unwrap_or(test.default_iters()),
+        duration: a.duration.map(Duration::from_secs),
+        tx_depth,
+        rx_depth: a.rx_depth.min(attrs.max_qp_wr.max(1)),
+        qps: a.qps,
+        cq_mod: a.cq_mod,
+        out_reads,
+        fetch_add: info.atomic_fetch_add,
+        crc,
+        gbits: a.report_gbits,
+        cpu_util: a.cpu_util,
+        daemon_pid: a.daemon_pid,
+        page: DEF_PAGE_SIZE,
+        cache_line: DEF_CACHE_LINE_SIZE,
+    };
+    let mut side = Side::new(opts, dev.clone(), pd.clone())?;
+    if !client {
+        print!("{}", report::SERVER_BANNER);
+    }
+    let mut comm = match a.server {
+        Some(ip) => CommQp::connect(
+            &dev,
+            &pd,
+            SocketAddrV4::new(ip, a.port),
+            crc,
+            Duration::from_secs(30),
+        )?,
+        None => CommQp::accept(&dev, &pd, SocketAddrV4::new(*attrs.ip.ip(), a.port), crc)?,
+    };
+    // perftest sleeps a second once the comm connection is up (and siw as the responder may
+    // miss an FPDU that follows its MPA Reply too closely: siw-peer README §1).
+    std::thread::sleep(Duration::from_secs(1));
+    let cfg = DriveCfg {
+        info: info.clone(),
+        page_size: DEF_PAGE_SIZE,
+        cache_line: DEF_CACHE_LINE_SIZE,
+        gbits: a.report_gbits,
+        duration: a.duration.is_some(),
+    };
+    let mut steps = wire::script(test, client, a.qps as usize, sizes.len());
+    // The banner is already out (before the comm connection, as perftest prints it).
+    let o = drive(&steps, client, &cfg, &mut comm, &mut side);
+    steps.clear();
+    side.disconnect();
+    comm.disconnect();
+    let o = o?;
+    let mut rows: Vec<(Row, Option<f64>)> =
+        o.rows.iter().copied().zip(o.cpu.iter().copied()).collect();
+    if rows.is_empty()
+        && let Some(r) = o.peer_report
+    {
+        rows.push((Row::Bw(r), None));
+    }
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "tool".into(),
+        serde_json::json!(format!("iwarp-perf {}", env!("CARGO_PKG_VERSION"))),
+    );
+    extra.insert(
+        "role".into(),
+        serde_json::json!(if client { "client" } else { "server" }),
+    );
+    extra.insert(
+        "device_mode".into(),
+        serde_json::json!(match dev.spec() {
+            verbs::DeviceSpec::Daemon(_) => "daemon",
+            verbs::DeviceSpec::Embedded(_) => "embedded",
+        }),
+    );
+    extra.insert(
+        "mpa_crc_requested".into(),
+        serde_json::json!(format!("{:?}", crc).to_lowercase()),
+    );
+    extra.insert("peer_version".into(), serde_json::json!(o.peer_version));
+    extra.insert(
+        "bw_unit".into(),
+        serde_json::json!(if a.report_gbits { "Gb/s" } else { "MiB/s" }),
+    );
+    if let Some(p) = a.json_path() {
+        let v = json::report(
+            json::test_info(&info, &test.json_name(info.atomic_fetch_add)),
+            &rows,
+            extra,
+        );
+        std::fs::write(&p, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &a.plot {
+        let only: Vec<Row> = rows.iter().map(|r| r.0).collect();
+        plot::draw(
+            p,
+            &format!("iwarp-perf {} ({device_name})", test.name()),
+            &only,
+            a.report_gbits,
+        )?;
+    }
+    let _ = Verb::Send;
+    Ok(())
+}
+
+fn run_tcp(a: &TcpArgs, bw: bool) -> Result<()> {
+    let Some(ip) = a.server else {
+        println!("{}", report::SERVER_BANNER.trim_end());
+        return tcp::serve(a.port, a.connections);
+    };
+    let sizes = if a.all {
+        params::sweep_sizes(Test::WriteBw)
+    } else {
+        vec![a.size.unwrap_or(if bw { 65536 } else { 2 })]
+    };
+    let iters = a.iters.unwrap_or(if bw { 5000 } else { 1000 });
+    let mut s = tcp::connect(SocketAddrV4::new(ip, a.port))?;
+    print!(
+        "{}",
+        if bw {
+            report::bw_header(a.report_gbits, a.cpu_util)
+        } else {
+            report::lat_header(false, a.cpu_util)
+        }
+    );
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        let meter = bench::perf::cpu::CpuMeter::start(None);
+        let row = if bw {
+            Row::Bw(tcp::bw(&mut s, size as usize, iters, a.report_gbits)?)
+        } else {
+            Row::Lat(tcp::lat(&mut s, size as usize, iters)?)
+        };
+        let cpu = a.cpu_util.then(|| meter.percent());
+        match row {
+            Row::Bw(b) => print!("{}", b.render(a.report_gbits, cpu)),
+            Row::Lat(l) => print!("{}", l.render(cpu)),
+            Row::LatDuration(..) => {}
+        }
+        rows.push((row, cpu));
+    }
+    print!("{}", report::RESULT_LINE);
+    if let Some(p) = json_path(a.out_json, &a.out_json_file) {
+        let name = if bw {
+            "TCP_BW_Test"
+        } else {
+            "TCP_Latency_Test"
+        };
+        let info = serde_json::json!({ "test": name, "Transport_type": "kernel TCP", "Device": format!("{ip}:{}", a.port) });
+        let mut extra = serde_json::Map::new();
+        extra.insert(
+            "bw_unit".into(),
+            serde_json::json!(if a.report_gbits { "Gb/s" } else { "MiB/s" }),
+        );
+        let v = json::report(info, &rows, extra);
+        std::fs::write(&p, serde_json::to_string_pretty(&v)? + "\n")?;
+    }
+    if let Some(p) = &a.plot {
+        let only: Vec<Row> = rows.iter().map(|r| r.0).collect();
+        plot::draw(
+            p,
+            if bw {
+                "tcp_bw (kernel)"
+            } else {
+                "tcp_lat (kernel)"
+            },
+            &only,
+            a.report_gbits,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Embedded mode: the whole daemon (EAL, port, dataplane threads, the service) inside an
+//! application's process, for the `verbs` library (`Device::open` on a config file).
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! let cfg = control::config::Config::load(std::path::Path::new("configs/memif-a.toml"))?;
+//! let engine = control::embedded::start(cfg)?;
+//! // A control connection served exactly as one on the daemon's socket: speak `abi::ctl`
+//! // over it (the verbs library does).
+//! let sock = engine.connect()?;
+//! # drop(sock);
+//! let status = engine.stop()?;
+//! # let _ = status;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same bring-up code as `iwarpd` runs (`daemon::run_with`), with two differences: no
+//! signal handlers are installed (the application owns its signals) and no control socket is
+//! bound (clients of this process connect through [`Embedded::connect`], a socket pair served
+//! by the same server code). DPDK allows one EAL per process and the stop flag is process-wide,
+//! so a process starts at most one embedded engine in its lifetime.
+
+use crate::config::Config;
+use crate::daemon::{RunOptions, run_with};
+use crate::server::ControlServer;
+use anyhow::{Context, Result, anyhow};
+use shm::SeqPacket;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long bring-up (EAL, port, dataplane threads) may take.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running embedded engine; stopped by [`Embedded::stop`] or on drop.
+#[derive(Debug)]
+pub struct Embedded {
+    server: Arc<ControlServer>,
+    thread: Option<JoinHandle<Result<i32>>>,
+}
+
+/// Bring the engine up in background threads; returns once clients can connect.
+pub fn start(cfg: Config) -> Result<Embedded> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<ControlServer>>(1);
+    let thread = std::thread::Builder::new()
+        .name("iwarpd-embedded".into())
+        .spawn(move || {
+            let opts = RunOptions {
+                embedded: Some(Box::new(move |srv| {
+                    let _ = tx.send(srv);
+                })),
+            };
+            run_with(&cfg, &opts)
+        })
+        .context("spawn the embedded engine")?;
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(server) => Ok(Embedded {
+            server,
+            thread: Some(thread),
+        }),
+        Err(_) if thread.is_finished() => match thread.join() {
+            Ok(Ok(code)) => Err(anyhow!(
+                "embedded engine stopped during bring-up (status {code})"
+            )),
+            Ok(Err(e)) => Err(e.context("embedded engine bring-up")),
+            Err(_) => Err(anyhow!("embedded engine panicked during bring-up")),
+        },
+        Err(_) => {
+            dataplane::signal::request_stop();
+            Err(anyhow!("embedded engine not up after {START_TIMEOUT:?}"))
+        }
+    }
+}
+
+impl Embedded {
+    /// A new control connection, served like one accepted on the daemon's socket.
+    pub fn connect(&self) -> std::io::Result<SeqPacket> {
+        self.server.connect_pair()
+    }
+
+    /// The `[control]` and `[client.N]` counters.
+    pub fn stats(&self) -> String {
+        self.server
+            .service()
+            .lock()
+            .map(|s| s.render_stats())
+            .unwrap_or_else(|p| p.into_inner().render_stats())
+    }
+
+    /// Stop the engine (clients are disconnected, the port closed, EAL cleaned up) and
+    /// return the daemon's exit status.
+    pub fn stop(mut self) -> Result<i32> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<i32> {
+        let Some(t) = self.thread.take() else {
+            return Ok(0);
+        };
+        dataplane::signal::request_stop();
+        t.join().map_err(|_| anyhow!("embedded engine panicked"))?
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        if let Err(e) = self.finish() {
+            tracing::error!("embedded engine: {e:#}");
+        }
+    }
+}

@@ -1,0 +1,884 @@
+//! One TCP connection carrying an iWARP stream: MPA negotiation in either role, then the QP;
+//! receive (in place from the TCP buffers, CRC fused with placement), transmit (the FPDU log),
+//! the timers the protocol crates leave to us, and the connection's end.
+//!
+//! Heads up: read RFC 5044 §7 (MPA startup), RFC 5040 §5.1 and §7 (stream states, errors,
+//! TERMINATE) and `../shared/siw-peer/README.md` §5 and §10 before editing.
+//!
+//! Call order (by the [`Engine`](super::engine::Engine), once per poll of the connection):
+//! [`RdmaConn::service`] (TCP events, received bytes, timers, work requests, FPDUs to queue,
+//! completions, closing), then the caller lets TCP transmit, reading bytes from
+//! [`RdmaConn::log`], and arms [`RdmaConn::poll_timeout`].
+//!
+//! How a connection ends, and what the control thread hears:
+//! - FIN from the peer at an FPDU boundary: the QP flushes its work, we close our side,
+//!   `Disconnected`;
+//! - FIN or RST in the middle of an FPDU: the QP goes to ERROR with every outstanding WR
+//!   flushed, a TERMINATE (LLP, "stream lost") goes out when the stream still allows it,
+//!   `QpError { StreamBroken }` — never a silent graceful close;
+//! - an FPDU that stays half-received for `EngineConfig::rx_timeout`: TERMINATE,
+//!   `QpError { RxTimeout }`;
+//! - a protocol error we detect: TERMINATE with its code, `QpError { TerminateSent }`;
+//! - a TERMINATE from the peer: `TerminateReceived`;
+//! - an RST or a TCP timeout at a boundary: `QpError { StreamLost }`.
+
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+
+use iwarp::error::{LlpError, RdmapError, TermCode};
+use iwarp::mpa::Framer;
+use iwarp::mpa::framer::max_ulpdu_len_any_pos;
+use iwarp::mpa::startup::{Established, FirstSend, Outcome, Role, Startup, StartupError};
+use iwarp::rdmap::{Completion, PostError, Qp, QpConfig, QpState, WcStatus, recv_flush, sq_flush};
+use netcore::Instant;
+use tcp::{CloseReason, Connection, Event, SegBuf};
+
+use super::api::{
+    ConnectFailure, EngineConfig, EngineEvent, MpaPolicy, Negotiated, QpBinding, QpErrorReason,
+};
+use super::ids::{ConnId, ListenerId, QpNum};
+use super::memory::{MemTable, QpMemory};
+use super::queues::{CqMap, QueueError, QueueIo};
+use super::stats::QpCounters;
+use super::txlog::TxLog;
+use std::sync::Arc;
+
+/// Who hears a connection's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The control thread (clients).
+    Control,
+    /// The in-process diagnostic service.
+    Diag,
+}
+
+/// What a connection needs from its thread while it is serviced.
+pub(crate) struct Ctx<'a> {
+    pub(crate) thread: usize,
+    pub(crate) cfg: &'a EngineConfig,
+    pub(crate) mem: &'a Arc<MemTable>,
+    pub(crate) cqs: &'a mut CqMap,
+    /// Events produced, with their destination.
+    pub(crate) out: &'a mut Vec<(Owner, EngineEvent)>,
+}
+
+/// A bound, running QP.
+#[derive(Debug)]
+pub(crate) struct QpRun {
+    pub(crate) qp: Qp,
+    pub(crate) mem: QpMemory,
+    io: Option<QueueIo>,
+    pub(crate) num: QpNum,
+    sq_depth: usize,
+    rq_depth: usize,
+    pending: VecDeque<Completion>,
+    pub(crate) stats: QpCounters,
+    framer: Framer,
+    markers_tx: bool,
+    /// When the first FPDU may go (RFC 5044 §7.1 and siw's races); `None` once it may.
+    first_send: Option<FirstSend>,
+}
+
+#[derive(Debug)]
+enum Stage {
+    /// MPA negotiation.
+    Startup(Box<Startup>),
+    /// Responder: the Request arrived, `Accept`/`Reject` pending.
+    AwaitAccept(Box<Startup>),
+    /// The QP runs.
+    Running,
+    /// Nothing more to do but wait for TCP to close.
+    Done,
+}
+
+/// One iWARP connection (see the module docs).
+#[derive(Debug)]
+pub(crate) struct RdmaConn {
+    pub(crate) id: ConnId,
+    pub(crate) owner: Owner,
+    pub(crate) role: Role,
+    pub(crate) listener: Option<ListenerId>,
+    pub(crate) local: SocketAddrV4,
+    pub(crate) peer: SocketAddrV4,
+    stage: Stage,
+    /// Initiator: the QP to run once established.
+    binding: Option<QpBinding>,
+    pub(crate) run: Option<Box<QpRun>>,
+    log: TxLog,
+    tokens: Vec<iwarp::rdmap::SqToken>,
+    connected: bool,
+    peer_fin: bool,
+    fin_handled: bool,
+    tcp_closed: Option<CloseReason>,
+    /// We called `close()` on TCP.
+    closing: bool,
+    /// `Disconnect` asked for a graceful close.
+    disconnect: bool,
+    close_deadline: Option<Instant>,
+    rx_stall: Option<Instant>,
+    /// Why the QP went to ERROR, when we caused it without a protocol error.
+    reason: Option<QpErrorReason>,
+    /// The terminal event was sent.
+    reported: bool,
+}
+
+fn addr(a: tcp::SockAddr) -> SocketAddrV4 {
+    SocketAddrV4::new(a.0, a.1)
+}
+
+impl RdmaConn {
+    /// An active open: MPA Request queued on `c` right away (TCP sends it after the SYN).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn initiator<B: SegBuf>(
+        now: Instant,
+        id: ConnId,
+        owner: Owner,
+        policy: &MpaPolicy,
+        private_data: &[u8],
+        binding: QpBinding,
+        c: &mut Connection<B>,
+        sums: bool,
+    ) -> Result<Self, StartupError> {
+        let s = Startup::new(policy.startup_config(Role::Initiator, private_data), now)?;
+        let mut me = Self::new(id, owner, Role::Initiator, None, c, sums, s);
+        me.binding = Some(binding);
+        me.flush_startup(c);
+        Ok(me)
+    }
+
+    /// A passive open on a listener.
+    pub(crate) fn responder<B: SegBuf>(
+        now: Instant,
+        id: ConnId,
+        owner: Owner,
+        listener: ListenerId,
+        policy: &MpaPolicy,
+        c: &mut Connection<B>,
+        sums: bool,
+    ) -> Result<Self, StartupError> {
+        let s = Startup::new(policy.startup_config(Role::Responder, &[]), now)?;
+        let mut me = Self::new(id, owner, Role::Responder, Some(listener), c, sums, s);
+        me.connected = true;
+        Ok(me)
+    }
+
+    fn new<B: SegBuf>(
+        id: ConnId,
+        owner: Owner,
+        role: Role,
+        listener: Option<ListenerId>,
+        c: &Connection<B>,
+        sums: bool,
+        s: Startup,
+    ) -> Self {
+        RdmaConn {
+            id,
+            owner,
+            role,
+            listener,
+            local: addr(c.local()),
+            peer: addr(c.remote()),
+            stage: Stage::Startup(Box::new(s)),
+            binding: None,
+            run: None,
+            log: TxLog::new(sums),
+            tokens: Vec::new(),
+            connected: false,
+            peer_fin: false,
+            fin_handled: false,
+            tcp_closed: None,
+            closing: false,
+            disconnect: false,
+            close_deadline: None,
+            rx_stall: None,
+            reason: None,
+            reported: false,
+        }
+    }
+
+    /// The stream bytes TCP (re)transmits.
+    pub(crate) fn log(&mut self) -> &mut TxLog {
+        &mut self.log
+    }
+
+    /// The QP number, once bound.
+    pub(crate) fn qp_num(&self) -> Option<QpNum> {
+        self.run
+            .as_ref()
+            .map(|r| r.num)
+            .or(self.binding.as_ref().map(|b| b.qp))
+    }
+
+    /// Whether the terminal event was sent (the connection only waits for TCP to go).
+    pub(crate) fn finished(&self) -> bool {
+        self.reported
+    }
+
+    /// Queue the MPA frame the negotiation wants to send.
+    fn flush_startup<B: SegBuf>(&mut self, c: &mut Connection<B>) {
+        let s = match &mut self.stage {
+            Stage::Startup(s) | Stage::AwaitAccept(s) => s,
+            _ => return,
+        };
+        if let Some(bytes) = s.poll_transmit() {
+            let n = self.log.push_bytes(&bytes, None);
+            if c.send_record(u64::from(n)).is_err() {
+                tracing::warn!(conn = %self.id, "MPA frame does not fit the send buffer");
+            }
+        }
+    }
+
+    /// `Accept` from the control thread (or the diagnostic service).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn accept<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        binding: QpBinding,
+        private_data: &[u8],
+        ird: u16,
+        ord: u16,
+        c: &mut Connection<B>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), StartupError> {
+        let Stage::AwaitAccept(s) = &mut self.stage else {
+            return Err(StartupError::InvalidState);
+        };
+        s.accept_with(private_data, ird, ord)?;
+        let s = std::mem::replace(&mut self.stage, Stage::Running);
+        if let Stage::AwaitAccept(s) = s {
+            self.stage = Stage::Startup(s);
+        }
+        self.flush_startup(c);
+        self.binding = Some(binding);
+        self.after_startup(now, c, ctx);
+        Ok(())
+    }
+
+    /// `Reject` from the control thread: the MPA Reply with R set, then close.
+    pub(crate) fn reject<B: SegBuf>(&mut self, private_data: &[u8], c: &mut Connection<B>) {
+        if let Stage::AwaitAccept(s) = &mut self.stage {
+            let _ = s.reject(private_data);
+            self.flush_startup(c);
+        }
+        self.stage = Stage::Done;
+        self.reported = true;
+        self.close_tcp(c);
+    }
+
+    /// `Disconnect`: drain queued work, then FIN; before establishment, abort.
+    pub(crate) fn disconnect<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        c: &mut Connection<B>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        self.disconnect = true;
+        self.close_deadline = Some(now + ctx.cfg.close_timeout);
+        match &mut self.run {
+            Some(r) => r.qp.close(),
+            None => {
+                if !self.reported && self.role == Role::Initiator {
+                    self.report(
+                        ctx,
+                        EngineEvent::ConnectFailed {
+                            conn: self.id,
+                            reason: ConnectFailure::Aborted,
+                        },
+                    );
+                }
+                self.reported = true;
+                self.stage = Stage::Done;
+                self.close_tcp(c);
+            }
+        }
+    }
+
+    /// `DestroyQp`: stop touching the QP's queues now; a QP with work outstanding ends the
+    /// stream with a TERMINATE, an idle one with a close.
+    pub(crate) fn destroy_qp<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        c: &mut Connection<B>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if let Some(r) = &mut self.run {
+            if !r.qp.is_quiescent() && !matches!(r.qp.state(), QpState::Error) {
+                r.qp.abort(RdmapError::LocalCatastrophic.into());
+            }
+            if let Some(io) = r.io.take() {
+                io.unbind(ctx.cqs);
+            }
+        }
+        self.binding = None;
+        if !self.disconnect {
+            self.disconnect(now, c, ctx);
+        }
+    }
+
+    fn report(&mut self, ctx: &mut Ctx<'_>, ev: EngineEvent) {
+        ctx.out.push((self.owner, ev));
+    }
+
+    fn close_tcp<B: SegBuf>(&mut self, c: &mut Connection<B>) {
+        if !self.closing {
+            self.closing = true;
+            c.close();
+        }
+    }
+
+    /// Everything for one poll of the connection.
+    pub(crate) fn service<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        c: &mut Connection<B>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        self.tcp_events(c);
+        self.receive(now, c, ctx);
+        self.timers(now, c, ctx);
+        self.stream_end(now, c, ctx);
+        if let Some(r) = &mut self.run {
+            r.intake(ctx);
+            r.transmit(now, c, &mut self.log);
+            r.deliver(ctx);
+        }
+        self.finish(now, c, ctx);
+        if let Some(r) = &mut self.run {
+            r.mem.release();
+        }
+    }
+
+    fn tcp_events<B: SegBuf>(&mut self, c: &mut Connection<B>) {
+        while let Some(ev) = c.poll_event() {
+            match ev {
+                Event::Connected => self.connected = true,
+                Event::Acked { upto } => {
+                    self.log.ack(upto, &mut self.tokens);
+                    if let Some(r) = &mut self.run {
+                        for t in self.tokens.drain(..) {
+                            r.qp.handle_acked(t);
+                        }
+                    }
+                    self.tokens.clear();
+                }
+                Event::PeerClosed => self.peer_fin = true,
+                Event::Closed(r) => self.tcp_closed = Some(r),
+            }
+        }
+    }
+
+    /// Read in-order bytes in place and feed them to the negotiation or the QP; TCP frees
+    /// each buffer as soon as its bytes are consumed.
+    fn receive<B: SegBuf>(&mut self, now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
+        let mut fed = 0usize;
+        loop {
+            let n = {
+                let Some((buf, range)) = c.peek_readable() else {
+                    break;
+                };
+                let data = buf.as_ref().get(range).unwrap_or(&[]);
+                match &mut self.stage {
+                    Stage::Startup(s) => s.handle_stream(now, data),
+                    Stage::AwaitAccept(_) => 0,
+                    Stage::Running => match &mut self.run {
+                        Some(r) => r.qp.handle_stream(now, &mut r.mem, data),
+                        None => 0,
+                    },
+                    Stage::Done => data.len(),
+                }
+            };
+            if n == 0 {
+                if matches!(self.stage, Stage::Startup(_)) {
+                    self.after_startup(now, c, ctx);
+                    if matches!(self.stage, Stage::Running | Stage::Done) {
+                        continue;
+                    }
+                }
+                break;
+            }
+            c.consume_readable(n);
+            if matches!(self.stage, Stage::Running) {
+                fed += n;
+            }
+            if matches!(self.stage, Stage::Startup(_)) {
+                self.after_startup(now, c, ctx);
+            }
+        }
+        if let Some(r) = &mut self.run {
+            r.stats.fpdus_rx = r.qp.rx_fpdus();
+            r.stats.bytes_placed = r.mem.placed_bytes;
+            if r.qp.rx_in_progress() {
+                if fed > 0 || self.rx_stall.is_none() {
+                    self.rx_stall = Some(now);
+                }
+            } else {
+                self.rx_stall = None;
+            }
+        }
+    }
+
+    /// The negotiation moved: send its frame, and act on its outcome.
+    fn after_startup<B: SegBuf>(&mut self, now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
+        self.flush_startup(c);
+        let Stage::Startup(s) = &self.stage else {
+            return;
+        };
+        if let Some(req) = s.peer_request() {
+            let ev = EngineEvent::ConnectRequest {
+                conn: self.id,
+                listener: self.listener.unwrap_or(ListenerId::from_raw(0)),
+                thread: ctx.thread,
+                local: self.local,
+                peer: self.peer,
+                revision: req.revision,
+                crc: req.crc,
+                markers: req.markers,
+                ird: req.ird_ord.map_or(0, |i| i.ird),
+                ord: req.ird_ord.map_or(0, |i| i.ord),
+                rtr: req
+                    .ird_ord
+                    .filter(|i| i.p2p)
+                    .map(|i| iwarp::mpa::startup::RtrSet {
+                        write: i.rtr_write,
+                        read: i.rtr_read,
+                        send: i.rtr_send,
+                    }),
+                private_data: req.private_data.clone(),
+            };
+            if let Stage::Startup(s) = std::mem::replace(&mut self.stage, Stage::Done) {
+                self.stage = Stage::AwaitAccept(s);
+            }
+            self.report(ctx, ev);
+            return;
+        }
+        let Some(outcome) = s.outcome().cloned() else {
+            return;
+        };
+        match outcome {
+            Outcome::Established(e) => self.established(now, &e, c, ctx),
+            Outcome::Rejected { peer_private_data } => {
+                let ev = EngineEvent::Rejected {
+                    conn: self.id,
+                    private_data: peer_private_data,
+                };
+                self.end_before_qp(ctx, Some(ev), c);
+            }
+            Outcome::Failed(e) => {
+                tracing::info!(conn = %self.id, peer = %self.peer, "MPA negotiation failed: {e}");
+                let ev = (self.role == Role::Initiator).then_some(EngineEvent::ConnectFailed {
+                    conn: self.id,
+                    reason: ConnectFailure::Mpa(e),
+                });
+                self.end_before_qp(ctx, ev, c);
+            }
+        }
+    }
+
+    fn end_before_qp<B: SegBuf>(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ev: Option<EngineEvent>,
+        c: &mut Connection<B>,
+    ) {
+        self.stage = Stage::Done;
+        if let Some(ev) = ev
+            && !self.reported
+        {
+            self.report(ctx, ev);
+        }
+        self.reported = true;
+        self.close_tcp(c);
+    }
+
+    fn established<B: SegBuf>(
+        &mut self,
+        _now: Instant,
+        e: &Established,
+        c: &mut Connection<B>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Some(b) = self.binding.take() else {
+            self.end_before_qp(ctx, None, c);
+            return;
+        };
+        let io = match QueueIo::bind(&b.queues, ctx.thread, ctx.cqs) {
+            Ok(io) => io,
+            Err(err) => {
+                tracing::warn!(conn = %self.id, qp = %b.qp, "cannot bind the QP's queues: {err}");
+                let ev = match self.role {
+                    Role::Initiator => EngineEvent::ConnectFailed {
+                        conn: self.id,
+                        reason: ConnectFailure::NoResources,
+                    },
+                    Role::Responder => EngineEvent::QpError {
+                        conn: self.id,
+                        qp: b.qp,
+                        reason: QpErrorReason::CorruptRing,
+                    },
+                };
+                self.end_before_qp(ctx, Some(ev), c);
+                return;
+            }
+        };
+        let mut cfg = QpConfig::from_established(e, self.role, b.pd);
+        cfg.crc_by_placer = true;
+        cfg.complete_on_ack = true;
+        let mut qp = Qp::new(cfg);
+        qp.establish();
+        let run = QpRun {
+            qp,
+            mem: QpMemory::new(ctx.mem.clone(), b.owner, b.pd),
+            io: Some(io),
+            num: b.qp,
+            sq_depth: b.sq_depth.max(1) as usize,
+            rq_depth: b.rq_depth.max(1) as usize,
+            pending: VecDeque::new(),
+            stats: QpCounters::new(self.id),
+            framer: Framer::new(e.framer_config()),
+            markers_tx: e.markers_tx,
+            first_send: Some(e.first_send),
+        };
+        self.run = Some(Box::new(run));
+        self.stage = Stage::Running;
+        let ev = EngineEvent::Established {
+            conn: self.id,
+            qp: b.qp,
+            negotiated: Negotiated::from(e),
+            private_data: e.peer_private_data.clone(),
+        };
+        self.report(ctx, ev);
+    }
+
+    fn timers<B: SegBuf>(&mut self, now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
+        if let Stage::Startup(s) | Stage::AwaitAccept(s) = &mut self.stage
+            && s.poll_timeout().is_some_and(|t| t <= now)
+        {
+            s.handle_timeout(now);
+            if matches!(self.stage, Stage::AwaitAccept(_)) {
+                // The control thread never answered: give up on the connection.
+                let ev = (self.owner == Owner::Control).then_some(EngineEvent::ConnectFailed {
+                    conn: self.id,
+                    reason: ConnectFailure::Mpa(StartupError::Timeout),
+                });
+                self.end_before_qp(ctx, ev, c);
+            } else {
+                self.after_startup(now, c, ctx);
+            }
+        }
+        if let (Some(t), Some(r)) = (self.rx_stall, &mut self.run)
+            && now >= t + ctx.cfg.rx_timeout
+            && r.qp.rx_in_progress()
+        {
+            tracing::warn!(conn = %self.id, qp = %r.num, "an FPDU stayed half-received for {:?}: TERMINATE", ctx.cfg.rx_timeout);
+            r.qp.abort(LlpError::StreamLost.into());
+            self.reason.get_or_insert(QpErrorReason::RxTimeout);
+            self.rx_stall = None;
+        }
+        if self.close_deadline.is_some_and(|t| now >= t) && self.tcp_closed.is_none() {
+            tracing::info!(conn = %self.id, "close timed out: reset");
+            self.close_deadline = None;
+            c.abort();
+            self.tcp_events(c);
+        }
+    }
+
+    /// The peer's FIN, or the TCP connection's end.
+    fn stream_end<B: SegBuf>(&mut self, now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
+        if self.peer_fin && !self.fin_handled {
+            self.fin_handled = true;
+            let live = |q: &Qp| !matches!(q.state(), QpState::Error | QpState::Terminate);
+            match &mut self.run {
+                Some(r) if !live(&r.qp) => {}
+                Some(r) if r.qp.rx_in_progress() => {
+                    tracing::warn!(conn = %self.id, qp = %r.num, "FIN inside an FPDU: the QP goes to ERROR");
+                    r.qp.abort(LlpError::StreamLost.into());
+                    self.reason.get_or_insert(QpErrorReason::StreamBroken);
+                }
+                Some(r) => r.qp.handle_stream_closed(now),
+                None => {
+                    if !matches!(self.stage, Stage::Done) {
+                        let ev =
+                            (self.role == Role::Initiator).then_some(EngineEvent::ConnectFailed {
+                                conn: self.id,
+                                reason: ConnectFailure::Mpa(StartupError::Malformed(
+                                    iwarp::mpa::wire::WireError::Truncated,
+                                )),
+                            });
+                        self.end_before_qp(ctx, ev, c);
+                    }
+                }
+            }
+        }
+        let Some(why) = self.tcp_closed else {
+            return;
+        };
+        match &mut self.run {
+            Some(r) if r.qp.state() != QpState::Error => {
+                let broken = r.qp.rx_in_progress();
+                r.qp.handle_stream_lost(now);
+                if why != CloseReason::Normal || broken {
+                    self.reason.get_or_insert(if broken {
+                        QpErrorReason::StreamBroken
+                    } else {
+                        QpErrorReason::StreamLost
+                    });
+                }
+            }
+            Some(_) => {}
+            None => {
+                if !self.reported {
+                    let reason = match (self.connected, why) {
+                        (false, CloseReason::Reset) => ConnectFailure::Refused,
+                        (false, _) => ConnectFailure::Timeout,
+                        (true, CloseReason::Timeout) => ConnectFailure::Timeout,
+                        (true, _) => ConnectFailure::Mpa(StartupError::Timeout),
+                    };
+                    let ev = (self.role == Role::Initiator).then_some(EngineEvent::ConnectFailed {
+                        conn: self.id,
+                        reason,
+                    });
+                    self.end_before_qp(ctx, ev, c);
+                }
+            }
+        }
+    }
+
+    /// Report the QP's end once it is in ERROR (or back in IDLE after a graceful close), and
+    /// close TCP once nothing is left to send.
+    fn finish<B: SegBuf>(&mut self, _now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
+        let Some(r) = &mut self.run else {
+            return;
+        };
+        // Disconnect: FIN once the queued work drained.
+        if self.disconnect && r.qp.is_quiescent() {
+            self.closing = true;
+            c.close();
+        }
+        let state = r.qp.state();
+        let ended = matches!(state, QpState::Error)
+            || (state == QpState::Idle && self.tcp_closed.is_some());
+        if !ended || self.reported {
+            return;
+        }
+        self.reported = true;
+        self.stage = Stage::Done;
+        let (conn, qp) = (self.id, r.num);
+        let ev = if let Some(t) = r.qp.remote_terminate() {
+            let code = t.code();
+            r.stats.terminate_received(code);
+            EngineEvent::TerminateReceived {
+                conn,
+                qp,
+                code,
+                layout: t.layout,
+            }
+        } else if let Some(code) = r.qp.local_error() {
+            if code == TermCode::from(LlpError::Crc) {
+                r.stats.crc_errors += 1;
+            }
+            let reason = self.reason.unwrap_or(QpErrorReason::TerminateSent(code));
+            tracing::info!(%conn, %qp, ?reason, "QP in ERROR: TERMINATE {code}");
+            EngineEvent::QpError { conn, qp, reason }
+        } else if let Some(reason) = self.reason {
+            EngineEvent::QpError { conn, qp, reason }
+        } else {
+            EngineEvent::Disconnected { conn, qp: Some(qp) }
+        };
+        // Completions (flushes) go out before the event.
+        r.deliver(ctx);
+        ctx.out.push((self.owner, ev));
+        if !self.closing {
+            self.closing = true;
+            c.close();
+        }
+    }
+
+    /// When [`RdmaConn::service`] must run again without TCP input.
+    pub(crate) fn poll_timeout(&self, cfg: &EngineConfig) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Stage::Startup(s) | Stage::AwaitAccept(s) = &self.stage
+            && let Some(x) = s.poll_timeout()
+        {
+            at(x);
+        }
+        if let Some(s) = self.rx_stall {
+            at(s + cfg.rx_timeout);
+        }
+        if let Some(d) = self.close_deadline {
+            at(d);
+        }
+        if let Some(r) = &self.run
+            && let Some(FirstSend::NotBefore(x)) = r.first_send
+        {
+            at(x);
+        }
+        t
+    }
+
+    /// Whether work may be waiting in the QP's queues (the engine polls rings each loop).
+    pub(crate) fn has_work(&mut self) -> bool {
+        match &mut self.run {
+            Some(r) => {
+                !r.pending.is_empty()
+                    || r.io
+                        .as_mut()
+                        .is_some_and(|io| io.has_work().unwrap_or(true))
+            }
+            None => false,
+        }
+    }
+
+    /// Release the QP's queues (the connection is gone); returns the QP number.
+    pub(crate) fn release(&mut self, cqs: &mut CqMap) -> Option<QpNum> {
+        let r = self.run.as_mut()?;
+        if let Some(io) = r.io.take() {
+            io.unbind(cqs);
+        }
+        Some(r.num)
+    }
+}
+
+impl QpRun {
+    /// Pull posted work requests from the queues into the QP, within the QP's depths.
+    fn intake(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(io) = &mut self.io else { return };
+        let mut corrupt: Option<QueueError> = None;
+        while self.qp.send_queue_len() < self.sq_depth {
+            match io.next_send() {
+                Ok(Some(wr)) => {
+                    let (id, op) = (wr.wr_id, wr.opcode);
+                    match self.qp.post_send(wr) {
+                        Ok(()) => {}
+                        Err(PostError::InvalidState) => {
+                            self.pending.push_back(sq_flush(id, op, WcStatus::Flushed))
+                        }
+                        Err(_) => self
+                            .pending
+                            .push_back(sq_flush(id, op, WcStatus::LocalError)),
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    corrupt = Some(e);
+                    break;
+                }
+            }
+        }
+        while corrupt.is_none() && self.qp.recv_queue_len() < self.rq_depth {
+            match io.next_recv() {
+                Ok(Some(rr)) => {
+                    let id = rr.wr_id;
+                    if self.qp.post_recv(rr).is_err() {
+                        self.pending.push_back(recv_flush(id));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => corrupt = Some(e),
+            }
+        }
+        if let Some(e) = corrupt {
+            tracing::warn!(qp = %self.num, "work queue corrupt: {e}; the QP goes to ERROR");
+            if let Some(io) = self.io.take() {
+                io.unbind(ctx.cqs);
+            }
+            self.qp.abort(RdmapError::LocalCatastrophic.into());
+        }
+    }
+
+    fn may_send(&mut self, now: Instant) -> bool {
+        let ok = match self.first_send {
+            None => return true,
+            Some(FirstSend::NotBefore(t)) => now >= t,
+            Some(FirstSend::AfterPeerFpdu) => self.qp.rx_fpdus() > 0,
+        };
+        if ok {
+            self.first_send = None;
+        }
+        // A TERMINATE may always go.
+        ok || matches!(self.qp.state(), QpState::Terminate)
+    }
+
+    /// Turn QP output into FPDUs (one per TCP record, never larger than the EMSS) while TCP
+    /// has room. Returns true when the send buffer is full.
+    fn transmit<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        c: &mut Connection<B>,
+        log: &mut TxLog,
+    ) -> bool {
+        if !self.may_send(now) {
+            return false;
+        }
+        let emss = usize::from(c.emss());
+        loop {
+            if c.send_capacity() < emss as u64 {
+                return true;
+            }
+            let max = if self.markers_tx {
+                self.framer.max_ulpdu_len(emss)
+            } else {
+                max_ulpdu_len_any_pos(emss, false)
+            };
+            let Some(seg) = self.qp.poll_segment(max, &mut self.mem) else {
+                return false;
+            };
+            let len = if self.markers_tx {
+                log.push_copy(&mut self.framer, &seg, &mut self.mem)
+                    .map(|r| r.0)
+            } else {
+                log.push_gather(&mut self.framer, &seg, &mut self.mem)
+            };
+            let len = match len {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(qp = %self.num, ?e, "a region went away under a work request");
+                    u32::try_from(log.end() - c.queued_offset()).unwrap_or(0)
+                }
+            };
+            if let Err(e) = c.send_record(u64::from(len)) {
+                tracing::warn!(qp = %self.num, ?e, "FPDU not queued");
+            }
+            self.stats.fpdus_tx += 1;
+            self.stats.bytes_tx += u64::from(len);
+            if seg.is_terminate()
+                && let Some(code) = self.qp.local_error()
+            {
+                self.stats.terminate_sent(code);
+            }
+        }
+    }
+
+    /// Hand completions to the CQs (those that do not fit wait for the next poll).
+    fn deliver(&mut self, ctx: &mut Ctx<'_>) {
+        loop {
+            let Some(c) = self
+                .pending
+                .pop_front()
+                .or_else(|| self.qp.poll_completion())
+            else {
+                return;
+            };
+            let delivered = match &mut self.io {
+                Some(io) => match io.deliver(self.num, &c, ctx.cqs) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::warn!(qp = %self.num, "CQ corrupt: {e}");
+                        if let Some(io) = self.io.take() {
+                            io.unbind(ctx.cqs);
+                        }
+                        self.qp.abort(RdmapError::LocalCatastrophic.into());
+                        true
+                    }
+                },
+                // Detached (DestroyQp): nobody reads completions any more.
+                None => true,
+            };
+            if !delivered {
+                self.pending.push_front(c);
+                return;
+            }
+            self.stats.completion(c.status);
+        }
+    }
+}

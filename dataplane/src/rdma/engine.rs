@@ -1,0 +1,528 @@
+//! The per-thread RDMA engine: executes the control thread's commands, owns this thread's
+//! iWARP connections, polls the bound QPs' work queues, and routes events.
+//!
+//! The engine never touches DPDK: it works on a TCP [`Endpoint`] through [`Net`], so the same
+//! code runs in the dataplane (over mbufs) and in unit tests (over `Vec<u8>` segments between
+//! two engines in memory).
+//!
+//! Call order per poll-loop iteration (by the netstack):
+//! 1. [`Engine::poll`]: commands, pending active opens, the diagnostic service, QPs whose
+//!    queues have work (their connections are pushed to `dirty`);
+//! 2. for each new TCP connection, [`Engine::on_accept`];
+//! 3. for each connection to service, [`Engine::service`] (an RDMA connection is serviced by
+//!    the engine only), then TCP transmits, reading from [`Engine::log`];
+//! 4. [`Engine::poll_timeout`] to arm the connection's timer; [`Engine::on_reaped`] once TCP
+//!    dropped the connection.
+
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use iwarp::mpa::startup::Role;
+use netcore::{Duration, Instant};
+use tcp::iface::Resolve;
+use tcp::{ConnHandle, Connection, Endpoint, SegBuf};
+
+use super::api::{
+    CmdQueue, ConnectFailure, EngineCmd, EngineConfig, EngineEvent, MpaPolicy, QpBinding, RdmaSetup,
+};
+use super::conn::{Ctx, Owner, RdmaConn};
+use super::diag::DiagRdma;
+use super::ids::{ConnId, IdGen, ListenerId, QpNum};
+use super::memory::MemTable;
+use super::queues::CqMap;
+use super::stats::SharedRdmaStats;
+use super::txlog::TxLog;
+
+/// What the engine needs from the network stack of its thread.
+pub trait Net<B> {
+    /// The thread's TCP endpoint.
+    fn tcp(&mut self) -> &mut Endpoint<B>;
+    /// Next-hop resolution for an active open.
+    fn resolve(&mut self, now: Instant, ip: [u8; 4]) -> Resolve;
+    /// A source port for an active open to `remote` (with RSS: one whose replies reach this
+    /// thread's queue); 0 lets TCP choose.
+    fn source_port(&mut self, remote: SocketAddrV4) -> u16;
+}
+
+#[derive(Debug)]
+struct Listener {
+    id: ListenerId,
+    policy: MpaPolicy,
+    owner: Owner,
+}
+
+#[derive(Debug)]
+struct PendingConnect {
+    conn: ConnId,
+    remote: SocketAddrV4,
+    policy: MpaPolicy,
+    private_data: Vec<u8>,
+    qp: QpBinding,
+    owner: Owner,
+    since: Instant,
+}
+
+/// How long an active open waits for next-hop resolution.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often QP counters are published for the stats file.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// One dataplane thread's RDMA engine (see the module docs).
+#[derive(Debug)]
+pub struct Engine {
+    thread: usize,
+    mem: Arc<MemTable>,
+    ids: Arc<IdGen>,
+    cmds: Arc<CmdQueue>,
+    events: Sender<EngineEvent>,
+    cfg: EngineConfig,
+    stats: Arc<SharedRdmaStats>,
+    conns: HashMap<ConnHandle, RdmaConn>,
+    by_id: HashMap<ConnId, ConnHandle>,
+    by_qp: HashMap<QpNum, ConnHandle>,
+    listeners: HashMap<u16, Listener>,
+    connecting: Vec<PendingConnect>,
+    cqs: CqMap,
+    out: Vec<(Owner, EngineEvent)>,
+    cmd_buf: Vec<EngineCmd>,
+    /// The diagnostic RDMA service, when configured.
+    pub diag: Option<DiagRdma>,
+    sums: bool,
+    next_publish: Instant,
+}
+
+impl Engine {
+    /// The engine of the thread `setup` belongs to; `sums`: precompute TCP checksum sums of
+    /// FPDUs (software checksums with header-only transmission).
+    pub fn new(setup: RdmaSetup, diag: Option<DiagRdma>, sums: bool) -> Self {
+        Engine {
+            thread: setup.thread,
+            mem: setup.mem,
+            ids: setup.ids,
+            cmds: setup.cmds,
+            events: setup.events,
+            cfg: setup.cfg,
+            stats: setup.stats,
+            conns: HashMap::new(),
+            by_id: HashMap::new(),
+            by_qp: HashMap::new(),
+            listeners: HashMap::new(),
+            connecting: Vec::new(),
+            cqs: CqMap::new(),
+            out: Vec::new(),
+            cmd_buf: Vec::new(),
+            diag,
+            sums,
+            next_publish: Instant::ZERO,
+        }
+    }
+
+    /// Whether `h` is an RDMA connection of this engine.
+    pub fn owns(&self, h: ConnHandle) -> bool {
+        self.conns.contains_key(&h)
+    }
+
+    /// Connections alive.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The stream bytes of `h`, for TCP to (re)transmit.
+    pub fn log(&mut self, h: ConnHandle) -> Option<&mut TxLog> {
+        self.conns.get_mut(&h).map(|c| c.log())
+    }
+
+    /// When `h` needs servicing without TCP input.
+    pub fn poll_timeout(&self, h: ConnHandle) -> Option<Instant> {
+        self.conns.get(&h).and_then(|c| c.poll_timeout(&self.cfg))
+    }
+
+    /// Commands, pending opens, the diagnostic service, QPs with work: connections to service
+    /// are pushed to `dirty`.
+    pub fn poll<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        net: &mut dyn Net<B>,
+        dirty: &mut Vec<ConnHandle>,
+    ) {
+        let mut cmds = std::mem::take(&mut self.cmd_buf);
+        self.cmds.drain(&mut cmds);
+        for cmd in cmds.drain(..) {
+            self.execute(now, cmd, Owner::Control, net, dirty);
+        }
+        if let Some(d) = &mut self.diag {
+            d.step(now, &mut cmds);
+        }
+        for cmd in cmds.drain(..) {
+            self.execute(now, cmd, Owner::Diag, net, dirty);
+        }
+        self.cmd_buf = cmds;
+        self.open_pending(now, net, dirty);
+        for (h, c) in &mut self.conns {
+            if c.has_work() {
+                dirty.push(*h);
+            }
+        }
+        self.route(now);
+        if now >= self.next_publish {
+            self.next_publish = now + PUBLISH_EVERY;
+            self.publish();
+        }
+    }
+
+    /// Publish every QP's counters.
+    pub fn publish(&self) {
+        for c in self.conns.values() {
+            if let Some(r) = &c.run {
+                self.stats.publish(r.num, &r.stats);
+            }
+        }
+    }
+
+    fn ctx(&mut self) -> (Ctx<'_>, &mut HashMap<ConnHandle, RdmaConn>) {
+        (
+            Ctx {
+                thread: self.thread,
+                cfg: &self.cfg,
+                mem: &self.mem,
+                cqs: &mut self.cqs,
+                out: &mut self.out,
+            },
+            &mut self.conns,
+        )
+    }
+
+    fn execute<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        cmd: EngineCmd,
+        owner: Owner,
+        net: &mut dyn Net<B>,
+        dirty: &mut Vec<ConnHandle>,
+    ) {
+        match cmd {
+            EngineCmd::Listen {
+                listener,
+                port,
+                policy,
+            } => {
+                net.tcp().listen(port);
+                self.listeners.insert(
+                    port,
+                    Listener {
+                        id: listener,
+                        policy,
+                        owner,
+                    },
+                );
+            }
+            EngineCmd::Unlisten { listener } => {
+                let ports: Vec<u16> = self
+                    .listeners
+                    .iter()
+                    .filter(|(_, l)| l.id == listener)
+                    .map(|(p, _)| *p)
+                    .collect();
+                for p in ports {
+                    self.listeners.remove(&p);
+                    net.tcp().unlisten(p);
+                }
+            }
+            EngineCmd::Connect {
+                conn,
+                remote,
+                policy,
+                private_data,
+                qp,
+            } => self.connecting.push(PendingConnect {
+                conn,
+                remote,
+                policy,
+                private_data,
+                qp,
+                owner,
+                since: now,
+            }),
+            EngineCmd::Accept {
+                conn,
+                qp,
+                private_data,
+                ird,
+                ord,
+            } => self.accept(now, conn, qp, &private_data, ird, ord, net, dirty),
+            EngineCmd::Reject { conn, private_data } => {
+                if let Some(&h) = self.by_id.get(&conn)
+                    && let (Some(c), Some(rc)) = (net.tcp().conn_mut(h), self.conns.get_mut(&h))
+                {
+                    rc.reject(&private_data, c);
+                    dirty.push(h);
+                }
+            }
+            EngineCmd::Disconnect { conn } => {
+                if let Some(p) = self.connecting.iter().position(|p| p.conn == conn) {
+                    let p = self.connecting.remove(p);
+                    self.out.push((
+                        p.owner,
+                        EngineEvent::ConnectFailed {
+                            conn,
+                            reason: ConnectFailure::Aborted,
+                        },
+                    ));
+                    return;
+                }
+                if let Some(&h) = self.by_id.get(&conn)
+                    && let Some(c) = net.tcp().conn_mut(h)
+                {
+                    let (mut ctx, conns) = self.ctx();
+                    if let Some(rc) = conns.get_mut(&h) {
+                        rc.disconnect(now, c, &mut ctx);
+                    }
+                    dirty.push(h);
+                }
+            }
+            EngineCmd::DestroyQp { qp } => {
+                if let Some(p) = self.connecting.iter().position(|p| p.qp.qp == qp) {
+                    let p = self.connecting.remove(p);
+                    self.out.push((
+                        p.owner,
+                        EngineEvent::ConnectFailed {
+                            conn: p.conn,
+                            reason: ConnectFailure::Aborted,
+                        },
+                    ));
+                }
+                if let Some(h) = self.by_qp.remove(&qp)
+                    && let Some(c) = net.tcp().conn_mut(h)
+                {
+                    let (mut ctx, conns) = self.ctx();
+                    if let Some(rc) = conns.get_mut(&h) {
+                        rc.destroy_qp(now, c, &mut ctx);
+                    }
+                    dirty.push(h);
+                }
+                self.stats.forget(qp);
+                self.out.push((owner, EngineEvent::QpReleased { qp }));
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn accept<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        qp: QpBinding,
+        private_data: &[u8],
+        ird: u16,
+        ord: u16,
+        net: &mut dyn Net<B>,
+        dirty: &mut Vec<ConnHandle>,
+    ) {
+        let Some(&h) = self.by_id.get(&conn) else {
+            tracing::info!(%conn, "accept for a connection that is gone");
+            self.out.push((
+                Owner::Control,
+                EngineEvent::ConnectFailed {
+                    conn,
+                    reason: ConnectFailure::Aborted,
+                },
+            ));
+            return;
+        };
+        let Some(c) = net.tcp().conn_mut(h) else {
+            return;
+        };
+        let num = qp.qp;
+        let (mut ctx, conns) = self.ctx();
+        let Some(rc) = conns.get_mut(&h) else {
+            return;
+        };
+        match rc.accept(now, qp, private_data, ird, ord, c, &mut ctx) {
+            Ok(()) => {
+                self.by_qp.insert(num, h);
+            }
+            Err(e) => tracing::info!(%conn, "accept refused: {e}"),
+        }
+        dirty.push(h);
+    }
+
+    fn open_pending<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        net: &mut dyn Net<B>,
+        dirty: &mut Vec<ConnHandle>,
+    ) {
+        let mut i = 0;
+        while i < self.connecting.len() {
+            let p = &self.connecting[i];
+            let fail = match net.resolve(now, p.remote.ip().octets()) {
+                Resolve::Known(_) => None,
+                Resolve::Pending if now < p.since + RESOLVE_TIMEOUT => {
+                    i += 1;
+                    continue;
+                }
+                Resolve::Pending | Resolve::Failed | Resolve::NoRoute => {
+                    Some(ConnectFailure::Unreachable)
+                }
+            };
+            let p = self.connecting.remove(i);
+            if let Some(reason) = fail {
+                self.out.push((
+                    p.owner,
+                    EngineEvent::ConnectFailed {
+                        conn: p.conn,
+                        reason,
+                    },
+                ));
+                continue;
+            }
+            self.open(now, p, net, dirty);
+        }
+    }
+
+    fn open<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        p: PendingConnect,
+        net: &mut dyn Net<B>,
+        dirty: &mut Vec<ConnHandle>,
+    ) {
+        let port = net.source_port(p.remote);
+        let remote = (*p.remote.ip(), p.remote.port());
+        let h = match net.tcp().connect(now, port, remote) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(conn = %p.conn, ?e, "connect failed");
+                self.out.push((
+                    p.owner,
+                    EngineEvent::ConnectFailed {
+                        conn: p.conn,
+                        reason: ConnectFailure::NoResources,
+                    },
+                ));
+                return;
+            }
+        };
+        let Some(c) = net.tcp().conn_mut(h) else {
+            return;
+        };
+        let num = p.qp.qp;
+        let rc = RdmaConn::initiator(
+            now,
+            p.conn,
+            p.owner,
+            &p.policy,
+            &p.private_data,
+            p.qp,
+            c,
+            self.sums,
+        );
+        match rc {
+            Ok(rc) => {
+                self.by_id.insert(p.conn, h);
+                self.by_qp.insert(num, h);
+                self.conns.insert(h, rc);
+                dirty.push(h);
+            }
+            Err(e) => {
+                c.abort();
+                self.out.push((
+                    p.owner,
+                    EngineEvent::ConnectFailed {
+                        conn: p.conn,
+                        reason: ConnectFailure::Mpa(e),
+                    },
+                ));
+            }
+        }
+    }
+
+    /// A TCP connection was accepted: if it arrived on one of our listeners, it becomes an
+    /// iWARP connection (MPA responder). Returns whether the engine took it.
+    pub fn on_accept<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        h: ConnHandle,
+        c: &mut Connection<B>,
+    ) -> bool {
+        let Some(l) = self.listeners.get(&c.local().1) else {
+            return false;
+        };
+        let id = self.ids.conn();
+        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.sums) {
+            Ok(rc) => {
+                self.by_id.insert(id, h);
+                self.conns.insert(h, rc);
+            }
+            Err(e) => {
+                tracing::warn!(?e, "cannot start MPA on an accepted connection");
+                c.abort();
+            }
+        }
+        true
+    }
+
+    /// Service connection `h` (TCP events, data, work, timers).
+    pub fn service<B: SegBuf>(&mut self, now: Instant, h: ConnHandle, c: &mut Connection<B>) {
+        let (mut ctx, conns) = self.ctx();
+        if let Some(rc) = conns.get_mut(&h) {
+            rc.service(now, c, &mut ctx);
+            if let Some(qp) = rc.qp_num() {
+                self.by_qp.entry(qp).or_insert(h);
+            }
+        }
+        self.route(now);
+    }
+
+    /// TCP dropped connection `h`: forget it (its QP's queues are released).
+    pub fn on_reaped(&mut self, now: Instant, h: ConnHandle) {
+        let Some(mut rc) = self.conns.remove(&h) else {
+            return;
+        };
+        self.by_id.remove(&rc.id);
+        if let Some(r) = &rc.run {
+            self.stats.publish(r.num, &r.stats);
+        }
+        if let Some(qp) = rc.release(&mut self.cqs) {
+            self.by_qp.remove(&qp);
+        }
+        if !rc.finished() {
+            // Ended without the QP seeing it (e.g. reaped while negotiating as responder).
+            if rc.role == Role::Initiator && rc.run.is_none() {
+                self.out.push((
+                    rc.owner,
+                    EngineEvent::ConnectFailed {
+                        conn: rc.id,
+                        reason: ConnectFailure::Aborted,
+                    },
+                ));
+            } else if rc.run.is_some() {
+                self.out.push((
+                    rc.owner,
+                    EngineEvent::Disconnected {
+                        conn: rc.id,
+                        qp: rc.qp_num(),
+                    },
+                ));
+            }
+        }
+        self.route(now);
+    }
+
+    /// Deliver events: to the control thread or the diagnostic service.
+    fn route(&mut self, now: Instant) {
+        for (owner, ev) in self.out.drain(..) {
+            match (owner, &mut self.diag) {
+                (Owner::Diag, Some(d)) => d.on_event(now, ev),
+                (Owner::Diag, None) => {}
+                (Owner::Control, _) => {
+                    if self.events.send(ev).is_err() {
+                        tracing::debug!("control thread gone; event dropped");
+                    }
+                }
+            }
+        }
+    }
+}

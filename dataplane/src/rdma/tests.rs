@@ -1,0 +1,349 @@
+//! The engine end to end in memory (see `sim`): the diagnostic service between two engines,
+//! with and without loss, CRC and markers; FIN and a stall inside an FPDU against a raw TCP
+//! peer; an out-of-bounds Write.
+
+use iwarp::error::{Layer, LlpError, TermCode};
+use iwarp::mpa::wire::{FrameKind, IrdOrd, Repr};
+use iwarp::rdmap::{RecvRequest, Sge, WcStatus};
+use iwarp::stag::{Access, PdId};
+use netcore::Duration;
+use tcp::ConnHandle;
+
+use super::api::{
+    CrcMode, EngineCmd, EngineConfig, EngineEvent, LocalQueues, MpaPolicy, QpBinding,
+    QpErrorReason, QpQueues,
+};
+use super::diag::{DiagOp, DiagRdmaConfig};
+use super::ids::{ClientId, QpNum};
+use super::memory::{HeapMemory, MrRequest};
+use super::sim::{Host, Sim};
+
+const PORT: u16 = 7174;
+
+fn diag(
+    listen: Option<u16>,
+    connect: Option<std::net::SocketAddrV4>,
+    policy: MpaPolicy,
+) -> DiagRdmaConfig {
+    DiagRdmaConfig {
+        listen_port: listen,
+        connect,
+        ops: vec![DiagOp::Write, DiagOp::Send, DiagOp::Read],
+        sizes: vec![0, 1, 4096, 100_000, 256 * 1024],
+        iterations: 1,
+        buffer: 256 * 1024,
+        policy,
+        sha256: true,
+        exit_when_done: false,
+        connect_timeout: Duration::from_secs(5),
+    }
+}
+
+fn diag_pair(policy: MpaPolicy, seed: u64, loss_ppm: u64) -> Sim {
+    let b = Host::new(
+        2,
+        EngineConfig::default(),
+        Some(diag(Some(PORT), None, policy.clone())),
+    );
+    let target = b.addr(PORT);
+    let a = Host::new(
+        1,
+        EngineConfig::default(),
+        Some(diag(None, Some(target), policy)),
+    );
+    let mut s = Sim::new(a, b, seed);
+    s.loss_ppm = loss_ppm;
+    s
+}
+
+fn run_diag(s: &mut Sim) -> (u32, u32) {
+    let done = s.run_until(Duration::from_secs(120), |s| {
+        s.a.engine.diag.as_ref().is_some_and(|d| d.report.done)
+    });
+    assert!(done, "generator did not finish");
+    let r = &s.a.engine.diag.as_ref().unwrap().report;
+    (r.ok, r.failed)
+}
+
+#[test]
+fn every_operation_checks_out_crc_off_and_on() {
+    for (crc, seed) in [(CrcMode::Off, 1), (CrcMode::On, 2), (CrcMode::Require, 3)] {
+        let policy = MpaPolicy {
+            crc,
+            ..Default::default()
+        };
+        let mut s = diag_pair(policy, seed, 0);
+        assert_eq!(run_diag(&mut s), (15, 0), "crc {crc:?}");
+    }
+}
+
+#[test]
+fn markers_and_loss() {
+    let policy = MpaPolicy {
+        crc: CrcMode::On,
+        markers: true,
+        ..Default::default()
+    };
+    let mut s = diag_pair(policy, 4, 0);
+    assert_eq!(run_diag(&mut s), (15, 0), "markers");
+    // 2 % loss both ways: retransmissions and tail-loss probes read FPDUs back from the log.
+    let policy = MpaPolicy {
+        crc: CrcMode::On,
+        ..Default::default()
+    };
+    let mut s = diag_pair(policy, 5, 20_000);
+    assert_eq!(run_diag(&mut s), (15, 0), "loss");
+    assert!(s.dropped > 10, "dropped {}", s.dropped);
+    let stats = s.a.tcp.stats();
+    assert!(stats.retransmissions > 0);
+}
+
+#[test]
+fn out_of_bounds_write_draws_the_terminate_and_leaves_the_guard_intact() {
+    let policy = MpaPolicy {
+        crc: CrcMode::On,
+        ..Default::default()
+    };
+    let b = Host::new(
+        2,
+        EngineConfig::default(),
+        Some(diag(Some(PORT), None, policy.clone())),
+    );
+    let mut gen_cfg = diag(None, Some(b.addr(PORT)), policy);
+    gen_cfg.ops = vec![DiagOp::Write, DiagOp::Oob, DiagOp::Read];
+    gen_cfg.sizes = vec![8192];
+    let a = Host::new(1, EngineConfig::default(), Some(gen_cfg));
+    let mut s = Sim::new(a, b, 6);
+    // Write ok, oob answered with DDP/tagged/base-or-bounds, then a new connection for Read.
+    assert_eq!(run_diag(&mut s), (3, 0));
+}
+
+/// A control-owned listener on `b` with one posted receive; `a` is a raw TCP peer.
+struct RawPeer {
+    s: Sim,
+    h: ConnHandle,
+    queues: LocalQueues,
+}
+
+fn raw_peer(rx_timeout: Duration) -> RawPeer {
+    let a = Host::new(1, EngineConfig::default(), None);
+    let cfg = EngineConfig {
+        rx_timeout,
+        ..Default::default()
+    };
+    let b = Host::new(2, cfg, None);
+    let l = b.handle.ids.listener();
+    b.handle
+        .send(
+            0,
+            EngineCmd::Listen {
+                listener: l,
+                port: PORT,
+                policy: MpaPolicy::default(),
+            },
+        )
+        .unwrap();
+    let mut s = Sim::new(a, b, 9);
+    s.step();
+    let remote = (s.b.ip, PORT);
+    let now = s.now;
+    let h = s.a.tcp.connect(now, 0, remote).unwrap();
+    s.a.raw.insert(h, Vec::new());
+    s.a.touch(h);
+    RawPeer {
+        s,
+        h,
+        queues: LocalQueues::default(),
+    }
+}
+
+impl RawPeer {
+    /// Queue `bytes` on the raw connection and let the sim run a little.
+    fn send(&mut self, bytes: &[u8]) {
+        self.s
+            .a
+            .raw
+            .entry(self.h)
+            .or_default()
+            .extend_from_slice(bytes);
+        let c = self.s.a.tcp.conn_mut(self.h).unwrap();
+        c.send_record(bytes.len() as u64).unwrap();
+        self.s.a.touch(self.h);
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        for _ in 0..200 {
+            self.s.step();
+        }
+    }
+
+    /// Everything the engine sent us so far.
+    fn received(&mut self) -> Vec<u8> {
+        let mut v = Vec::new();
+        while let Some(c) = self.s.a.tcp.conn_mut(self.h)
+            && let Some((b, r)) = c.poll_readable()
+        {
+            v.extend_from_slice(&b[r]);
+        }
+        v
+    }
+
+    /// MPA rev 2 Request, CRC off, IRD/ORD 1/1; the engine's control side accepts with a QP
+    /// bound to `self.queues` and one posted 64 KiB receive.
+    fn establish(&mut self) -> QpNum {
+        let r = Repr {
+            kind: FrameKind::Request,
+            markers: false,
+            crc: false,
+            reject: false,
+            revision: 2,
+            ird_ord: Some(IrdOrd {
+                ird: 1,
+                ord: 1,
+                ..Default::default()
+            }),
+            ulp_data: &[],
+        };
+        let mut req = vec![0u8; r.buffer_len()];
+        r.emit(&mut req).unwrap();
+        self.send(&req);
+        let ev = self.s.b.handle.try_recv().expect("connect request");
+        let EngineEvent::ConnectRequest { conn, .. } = ev else {
+            panic!("{ev:?}");
+        };
+        let heap = HeapMemory::new(65536);
+        let k = self
+            .s
+            .b
+            .handle
+            .mem
+            .register(MrRequest {
+                owner: ClientId(5),
+                pd: PdId(1),
+                mem: heap,
+                offset: 0,
+                len: 65536,
+                base_to: 0,
+                access: Access::LOCAL_WRITE | Access::LOCAL_READ,
+                remote_invalidate: false,
+            })
+            .unwrap();
+        self.queues.post_recv(RecvRequest {
+            wr_id: 77,
+            sges: vec![Sge {
+                mr: k.lkey,
+                offset: 0,
+                len: 65536,
+            }],
+        });
+        let qp = QpNum(42);
+        self.s
+            .b
+            .handle
+            .send(
+                0,
+                EngineCmd::Accept {
+                    conn,
+                    qp: QpBinding {
+                        qp,
+                        owner: ClientId(5),
+                        pd: PdId(1),
+                        sq_depth: 16,
+                        rq_depth: 16,
+                        queues: QpQueues::Local(self.queues.clone()),
+                    },
+                    private_data: Vec::new(),
+                    ird: 1,
+                    ord: 1,
+                },
+            )
+            .unwrap();
+        self.flush();
+        let ev = self.s.b.handle.try_recv().expect("established");
+        assert!(matches!(ev, EngineEvent::Established { .. }), "{ev:?}");
+        let reply = self.received();
+        assert_eq!(&reply[..16], b"MPA ID Rep Frame");
+        qp
+    }
+
+    /// The first bytes of an FPDU carrying a Send of 1000 bytes (untagged QN 0, MSN 1).
+    fn half_send(&mut self) {
+        // ULPDU_LENGTH 1018: an 18-byte untagged header and 1000 bytes; only 200 follow.
+        let mut f = 1018u16.to_be_bytes().to_vec();
+        f.extend_from_slice(&[0x41, 0x43]); // DDP untagged, L, DV 1; RDMAP RV 1, Send
+        f.extend_from_slice(&[0; 4]); // reserved
+        f.extend_from_slice(&0u32.to_be_bytes()); // QN 0
+        f.extend_from_slice(&1u32.to_be_bytes()); // MSN 1
+        f.extend_from_slice(&0u32.to_be_bytes()); // MO 0
+        f.extend_from_slice(&[0x5a; 200]);
+        self.send(&f);
+    }
+}
+
+#[test]
+fn fin_inside_an_fpdu_flushes_every_work_request_with_an_error() {
+    let mut p = raw_peer(Duration::from_secs(60));
+    let qp = p.establish();
+    p.half_send();
+    assert!(p.queues.poll_cq().is_none());
+    p.s.a.tcp.conn_mut(p.h).unwrap().close();
+    p.s.a.touch(p.h);
+    p.flush();
+    let ev = p.s.b.handle.try_recv();
+    let ev = ev.unwrap_or_else(|| panic!("no event; completions {:?}", p.queues.poll_cq()));
+    assert!(
+        matches!(ev, EngineEvent::QpError { qp: q, reason: QpErrorReason::StreamBroken, .. } if q == qp),
+        "{ev:?}"
+    );
+    let c = p.queues.poll_cq().expect("flushed receive");
+    assert_eq!((c.wr_id, c.status), (77, WcStatus::Flushed));
+    // Never a silent graceful close: the TERMINATE (LLP, stream lost) went out before FIN.
+    let rx = p.received();
+    assert!(is_terminate(&rx, LlpError::StreamLost.into()), "{rx:02x?}");
+}
+
+#[test]
+fn a_half_received_fpdu_times_out_into_a_terminate() {
+    let mut p = raw_peer(Duration::from_millis(300));
+    let qp = p.establish();
+    let before = p.s.now;
+    p.half_send();
+    let mut ev = p.s.b.handle.try_recv();
+    let got = p.s.run_until(Duration::from_secs(2), |s| {
+        if ev.is_none() {
+            ev = s.b.handle.try_recv();
+        }
+        ev.is_some()
+    });
+    assert!(got, "no event after the receive timeout");
+    assert!(p.s.now >= before + Duration::from_millis(300));
+    let ev = ev.unwrap();
+    assert!(
+        matches!(ev, EngineEvent::QpError { qp: q, reason: QpErrorReason::RxTimeout, .. } if q == qp),
+        "{ev:?}"
+    );
+    p.flush();
+    let rx = p.received();
+    assert!(is_terminate(&rx, LlpError::StreamLost.into()), "{rx:02x?}");
+    assert_eq!(p.queues.poll_cq().unwrap().status, WcStatus::Flushed);
+}
+
+/// Whether `fpdu` (CRC off) is a Terminate FPDU carrying `code` (RFC 5040 §4.8 layout).
+fn is_terminate(fpdu: &[u8], code: TermCode) -> bool {
+    // len(2) | DDP untagged hdr: ctrl, rdmap ctrl, rsvd(4), QN(4), MSN(4), MO(4) | term ctrl
+    if fpdu.len() < 2 + 18 + 4 {
+        return false;
+    }
+    let op = fpdu[3] & 0x0f;
+    let qn = u32::from_be_bytes(fpdu[8..12].try_into().unwrap());
+    let t = &fpdu[20..24];
+    let layer = t[0] >> 4;
+    let etype = t[0] & 0x0f;
+    op == 0x7
+        && qn == 2
+        && layer == code.layer as u8
+        && etype == code.etype
+        && t[1] == code.ecode
+        && code.layer == Layer::Llp
+}

@@ -1,0 +1,162 @@
+//! `iwarp-rping`: rdma-core's `rping` over iwarpd (same options, wire exchange and output).
+//!
+//! Exit status: 0 success; 1 the ping failed (connection refused, data mismatch, peer gone);
+//! 2 bad command line.
+
+use clap::{ArgAction, ArgGroup, Parser, ValueEnum};
+use iwarp_tools::rping::{self, BUFSIZE, DEFAULT_PORT, DEFAULT_SIZE, MIN_SIZE, Options};
+use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+use verbs::{ConnParam, CrcMode};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Crc {
+    /// The daemon's `[mpa] crc`.
+    Default,
+    /// Ask for CRC32c.
+    On,
+    /// Do not ask.
+    Off,
+    /// Refuse a peer without CRC.
+    Require,
+}
+
+/// rping over iwarpd: an RDMA ping-pong test (RDMA Read, RDMA Write and Sends), compatible
+/// with rdma-core's rping on the wire and in its output.
+#[derive(Debug, Parser)]
+#[command(
+    name = "iwarp-rping",
+    version,
+    disable_version_flag = true,
+    after_help = "Differences from rdma-core's rping: -d takes the device (rping's -d is \
+                  --debug here); -q is accepted and ignored (our QPs are always created by the \
+                  application). Exit status: 0 success, 1 failure, 2 bad command line."
+)]
+#[command(group(ArgGroup::new("role").required(true).args(["server", "client"])))]
+struct Cli {
+    /// Server side.
+    #[arg(short = 's')]
+    server: bool,
+    /// Client side.
+    #[arg(short = 'c')]
+    client: bool,
+    /// Address: the server's (client), or the one to listen on (server; default 0.0.0.0).
+    #[arg(short = 'a', value_name = "ADDR")]
+    addr: Option<String>,
+    /// Source address to bind to (client); must be the device's address.
+    #[arg(short = 'I', value_name = "ADDR")]
+    source: Option<Ipv4Addr>,
+    /// Port.
+    #[arg(short = 'p', value_name = "PORT", default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Ping count (0: forever).
+    #[arg(short = 'C', value_name = "COUNT", default_value_t = 0)]
+    count: u64,
+    /// Ping data size in bytes (23 to 65535).
+    #[arg(short = 'S', value_name = "SIZE", default_value_t = DEFAULT_SIZE)]
+    size: usize,
+    /// Display ping data to stdout.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Validate ping data.
+    #[arg(short = 'V')]
+    validate: bool,
+    /// Persistent server mode allowing multiple connections.
+    #[arg(short = 'P')]
+    persistent: bool,
+    /// Use a self-created QP (accepted for compatibility; always the case here).
+    #[arg(short = 'q')]
+    self_qp: bool,
+    /// Device: an iwarpd socket (unix:PATH) or an iwarpd config (embedded mode); default
+    /// $IWARP_DEVICE, else /run/iwarpd.sock.
+    #[arg(short = 'd', value_name = "DEVICE")]
+    device: Option<String>,
+    /// Debug messages on stderr.
+    #[arg(long)]
+    debug: bool,
+    /// CRC for this connection.
+    #[arg(long, value_enum, default_value_t = Crc::Default)]
+    crc: Crc,
+    /// Ask for MPA markers.
+    #[arg(long)]
+    markers: bool,
+    /// Print the version (long form only: -V is rping's validate).
+    #[arg(long, action = ArgAction::Version)]
+    version: Option<bool>,
+    /// Give up when the peer does not answer within this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout: u64,
+}
+
+fn resolve(addr: &str, port: u16) -> Result<SocketAddrV4, String> {
+    (addr, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("getaddrinfo failed ({e}) - invalid hostname or IP address"))?
+        .find_map(|a| match a {
+            std::net::SocketAddr::V4(v4) => Some(v4),
+            _ => None,
+        })
+        .ok_or_else(|| format!("{addr}: no IPv4 address (iwarpd speaks IPv4)"))
+}
+
+fn options(cli: &Cli) -> Result<Options, String> {
+    if !(MIN_SIZE..BUFSIZE).contains(&cli.size) {
+        return Err(format!(
+            "Invalid size {} (valid range is {MIN_SIZE} to {BUFSIZE})",
+            cli.size
+        ));
+    }
+    let addr = match (&cli.addr, cli.client) {
+        (Some(a), _) => resolve(a, cli.port)?,
+        (None, false) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, cli.port),
+        (None, true) => return Err("the client needs the server's address: -a ADDR".into()),
+    };
+    let crc = match cli.crc {
+        Crc::Default => CrcMode::Default,
+        Crc::On => CrcMode::On,
+        Crc::Off => CrcMode::Off,
+        Crc::Require => CrcMode::Require,
+    };
+    // rping_init_conn_param: responder_resources = initiator_depth = 1.
+    let mut conn = ConnParam::new().ird(1).ord(1).crc(crc);
+    if cli.markers {
+        conn = conn.markers(true);
+    }
+    Ok(Options {
+        device: cli.device.clone(),
+        addr,
+        size: cli.size,
+        count: cli.count,
+        verbose: cli.verbose,
+        validate: cli.validate,
+        debug: cli.debug,
+        conn,
+        persistent: cli.persistent,
+        timeout: Duration::from_secs(cli.timeout.max(1)),
+        source: cli.source,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let opts = match options(&cli) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let r = if cli.server {
+        rping::run_server(&opts)
+    } else {
+        rping::run_client(&opts).map(|_| ())
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
