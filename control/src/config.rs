@@ -300,7 +300,7 @@ pub struct TcpSection {
     pub sack: bool,
     /// Offer/accept timestamps.
     pub timestamps: bool,
-    /// "cubic" or "newreno".
+    /// "cubic", "newreno" or "bbr".
     pub cc: String,
     /// Delayed-ACK timeout in microseconds (0: acknowledge at once; at most 500000).
     pub delayed_ack_us: u64,
@@ -704,11 +704,11 @@ impl Config {
                 msg,
             })
         };
-        if !matches!(t.cc.as_str(), "cubic" | "newreno") {
+        if !matches!(t.cc.as_str(), "cubic" | "newreno" | "bbr") {
             return bad(
                 "cc",
                 format!(
-                    "{:?} is not allowed, expected \"cubic\" or \"newreno\"",
+                    "{:?} is not allowed, expected \"cubic\", \"newreno\" or \"bbr\"",
                     t.cc
                 ),
             );
@@ -1120,7 +1120,7 @@ mod tests {
             (
                 &format!("{MINIMAL}[tcp]\ncc = \"vegas\"\n"),
                 "tcp.cc",
-                "\"cubic\" or \"newreno\"",
+                "\"cubic\", \"newreno\" or \"bbr\"",
             ),
             (
                 &format!("{MINIMAL}[tcp]\nmss = 100\n"),

@@ -8,6 +8,7 @@ use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
 use dataplane::clock::TscClock;
 use dataplane::eal::{Eal, ShutdownOutcome};
+use dataplane::extbuf::ExtRegion;
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
@@ -198,6 +199,14 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     // The control plane: the engine seam, the service, the control socket (or, embedded, the
     // in-process server handed to the application).
     let engine = Arc::new(engine);
+    // Zero-copy transmit: a mapping is registered with DPDK (and DMA-mapped for PCI ports)
+    // the first time payload goes out of it; without a registration payload is copied.
+    let (dma_eal, dma_port) = (eal.clone(), port.clone());
+    engine.mem.set_dma_registrar(Box::new(move |m| {
+        ExtRegion::register(&dma_eal, m, &[&dma_port])
+            .inspect_err(|e| tracing::info!("zero-copy registration refused: {e}"))
+            .ok()
+    }));
     let service = Service::new(
         engine.clone(),
         ServiceConfig::from_config(cfg, port.info().mac),
@@ -287,6 +296,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     if let Some(file) = &cfg.stats.file {
         let _ = write_atomically(file, &report);
     }
+    engine.mem.clear_dma();
     drop(port);
     drop(pool);
     if let Some(sock) = memif_socket
@@ -448,6 +458,7 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         timestamps: t.timestamps,
         cc: match t.cc.as_str() {
             "newreno" => CongestionControl::NewReno,
+            "bbr" => CongestionControl::Bbr,
             _ => CongestionControl::Cubic,
         },
         delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),
