@@ -6,7 +6,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all deps build demo test bench fmt clippy clean
+.PHONY: all deps build demo test bench fmt clippy clean docker-images docker-test
 
 all: build
 
@@ -24,6 +24,14 @@ test: deps
 
 bench: build
 	@scripts/bench-l2.sh
+
+# Container images and the two-host compose deployment (docker/README.md). docker-test is also
+# run by `make test`; it skips loudly when no Docker engine can be started.
+docker-images: deps
+	@docker/engine.sh up && docker/base.sh && docker/build.sh
+
+docker-test: deps
+	@flock /tmp/iwarp-e2e.lock docker/test.sh
 
 fmt:
 	$(CARGO) fmt --all

@@ -32,6 +32,13 @@ echo "== loom model check of the shared-memory rings (abi)"
 cargo test -p abi --features loom --release --test loom 2>&1 | tee -a /tmp/iwarp-test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
+if [[ ${IWARP_SKIP_DOCKER:-0} != 1 ]]; then
+    echo "== docker-test (docker/test.sh: images, the two-host compose deployment)"
+    make --no-print-directory docker-test 2>&1 | tee -a /tmp/iwarp-test.log || status=1
+else
+    echo "*** SKIPPED docker-test: IWARP_SKIP_DOCKER=1 ***"
+fi
+
 passed=$(grep -Eo '[0-9]+ passed' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 echo "tests: $passed passed, $failed failed"

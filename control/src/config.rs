@@ -300,7 +300,7 @@ pub struct TcpSection {
     pub sack: bool,
     /// Offer/accept timestamps.
     pub timestamps: bool,
-    /// "cubic" or "newreno".
+    /// "cubic", "newreno" or "bbr".
     pub cc: String,
     /// Delayed-ACK timeout in microseconds (0: acknowledge at once; at most 500000).
     pub delayed_ack_us: u64,
@@ -554,14 +554,10 @@ pub fn parse_cidr(s: &str) -> Option<Cidr> {
 }
 
 impl Config {
-    /// Read and validate a file.
+    /// Read and validate a file, with the keys set by `IWARPD_<SECTION>__<KEY>` environment
+    /// variables applied on top (config_env.rs).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io {
-            path: p.clone(),
-            err,
-        })?;
-        Self::parse(&text, &p)
+        crate::config_env::load(path, std::env::vars_os())
     }
 
     /// Parse and validate TOML text (`path` is used in messages).
@@ -574,7 +570,7 @@ impl Config {
         Ok(cfg)
     }
 
-    fn validate(&self, path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let bad = |key: &str, msg: String| ConfigError::Value {
             path: path.into(),
             key: key.into(),
@@ -708,11 +704,11 @@ impl Config {
                 msg,
             })
         };
-        if !matches!(t.cc.as_str(), "cubic" | "newreno") {
+        if !matches!(t.cc.as_str(), "cubic" | "newreno" | "bbr") {
             return bad(
                 "cc",
                 format!(
-                    "{:?} is not allowed, expected \"cubic\" or \"newreno\"",
+                    "{:?} is not allowed, expected \"cubic\", \"newreno\" or \"bbr\"",
                     t.cc
                 ),
             );
@@ -1124,7 +1120,7 @@ mod tests {
             (
                 &format!("{MINIMAL}[tcp]\ncc = \"vegas\"\n"),
                 "tcp.cc",
-                "\"cubic\" or \"newreno\"",
+                "\"cubic\", \"newreno\" or \"bbr\"",
             ),
             (
                 &format!("{MINIMAL}[tcp]\nmss = 100\n"),

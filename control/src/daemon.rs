@@ -8,6 +8,7 @@ use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
 use dataplane::clock::TscClock;
 use dataplane::eal::{Eal, ShutdownOutcome};
+use dataplane::extbuf::ExtRegion;
 use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
@@ -198,6 +199,14 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     // The control plane: the engine seam, the service, the control socket (or, embedded, the
     // in-process server handed to the application).
     let engine = Arc::new(engine);
+    // Zero-copy transmit: a mapping is registered with DPDK (and DMA-mapped for PCI ports)
+    // the first time payload goes out of it; without a registration payload is copied.
+    let (dma_eal, dma_port) = (eal.clone(), port.clone());
+    engine.mem.set_dma_registrar(Box::new(move |m| {
+        ExtRegion::register(&dma_eal, m, &[&dma_port])
+            .inspect_err(|e| tracing::info!("zero-copy registration refused: {e}"))
+            .ok()
+    }));
     let service = Service::new(
         engine.clone(),
         ServiceConfig::from_config(cfg, port.info().mac),
@@ -287,6 +296,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     if let Some(file) = &cfg.stats.file {
         let _ = write_atomically(file, &report);
     }
+    engine.mem.clear_dma();
     drop(port);
     drop(pool);
     if let Some(sock) = memif_socket
@@ -448,6 +458,7 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         timestamps: t.timestamps,
         cc: match t.cc.as_str() {
             "newreno" => CongestionControl::NewReno,
+            "bbr" => CongestionControl::Bbr,
             _ => CongestionControl::Cubic,
         },
         delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),
@@ -576,9 +587,11 @@ fn write_atomically(path: &str, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// The `socket=` path of a memif vdev, so a stale one can be removed at exit.
+/// The `socket=` path of a memif vdev in the server role (DPDK's default), so a stale one can be
+/// removed at exit. A client leaves it alone: the socket is the server's, and removing it would
+/// keep every later client from connecting to the still-running server.
 fn memif_socket_path(device: &str) -> Option<String> {
-    if !device.starts_with("net_memif") {
+    if !device.starts_with("net_memif") || device.split(',').any(|kv| kv == "role=client") {
         return None;
     }
     device
@@ -597,4 +610,21 @@ pub fn check(cfg: &Config) -> Result<()> {
     );
     println!("EAL arguments: {}", plan.args.join(" "));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memif_socket_path;
+
+    #[test]
+    fn only_the_memif_server_removes_its_socket() {
+        let dev = |r: &str| format!("net_memif0,{r}id=0,socket=/tmp/m.sock,socket-abstract=no");
+        assert_eq!(
+            memif_socket_path(&dev("role=server,")).as_deref(),
+            Some("/tmp/m.sock")
+        );
+        assert_eq!(memif_socket_path(&dev("")).as_deref(), Some("/tmp/m.sock"));
+        assert_eq!(memif_socket_path(&dev("role=client,")), None);
+        assert_eq!(memif_socket_path("net_af_packet0,iface=eth0"), None);
+    }
 }

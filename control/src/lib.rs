@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod config_env;
 pub mod crc_choice;
 pub mod daemon;
 pub mod eal_args;

@@ -33,7 +33,7 @@ fn ops(out: &str, prefix: &str) -> Vec<(String, u64, String, String, bool)> {
         .collect()
 }
 
-fn run(name: &str, extra: &str) {
+fn run(name: &str, extra: &str, by_ref: bool) {
     let mut pair = MemifPair::new(name);
     pair.b_timeout = Duration::from_secs(240);
     let sizes = format!("{SIZES:?}");
@@ -79,6 +79,14 @@ fn run(name: &str, extra: &str) {
             "{out}"
         );
     }
+    // Zero-copy transmit: payload went to the NIC by reference to the registered memory
+    // (with markers the framer writes whole FPDUs, so they are copied).
+    let zc = common::counter_sum(&out_b, "rdma.qp.", "bytes_tx_by_ref");
+    if by_ref {
+        assert!(zc > 2 * (8 << 20), "bytes_tx_by_ref {zc}:\n{out_b}");
+    } else {
+        assert_eq!(zc, 0, "{out_b}");
+    }
 }
 
 #[test]
@@ -86,7 +94,7 @@ fn rdma_every_operation_over_memif_crc_off() {
     if !root_or_skip("rdma_every_operation_over_memif_crc_off") {
         return;
     }
-    run("rdmaoff", "rdma_crc = \"off\"\n");
+    run("rdmaoff", "rdma_crc = \"off\"\n", true);
 }
 
 #[test]
@@ -94,7 +102,7 @@ fn rdma_every_operation_over_memif_crc_on() {
     if !root_or_skip("rdma_every_operation_over_memif_crc_on") {
         return;
     }
-    run("rdmacrc", "rdma_crc = \"on\"\n");
+    run("rdmacrc", "rdma_crc = \"on\"\n", true);
 }
 
 #[test]
@@ -102,7 +110,7 @@ fn rdma_every_operation_over_memif_markers() {
     if !root_or_skip("rdma_every_operation_over_memif_markers") {
         return;
     }
-    run("rdmamrk", "rdma_crc = \"on\"\nrdma_markers = true\n");
+    run("rdmamrk", "rdma_crc = \"on\"\nrdma_markers = true\n", false);
 }
 
 #[test]

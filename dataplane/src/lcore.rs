@@ -121,7 +121,9 @@ pub fn run(
         let diag = setup.diag_rdma.clone().map(|d| {
             crate::rdma::diag::DiagRdma::new(d, r.mem.clone(), r.ids.clone(), setup.index)
         });
-        ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, false));
+        // Zero-copy transmit computes the software TCP checksum in the FPDU's CRC pass.
+        let zero_copy = setup.tcp.checksum == tcp::ChecksumMode::Software;
+        ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy));
     }
     let mut st = LcoreStats::default();
     let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);

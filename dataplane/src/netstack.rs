@@ -423,6 +423,19 @@ impl Netstack {
     fn emit(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>, h: ConnHandle) -> bool {
         let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
         for _ in 0..TX_BUDGET {
+            if let Some(e) = self.rdma.as_mut().filter(|e| e.zero_copy() && e.owns(h)) {
+                use crate::rdma::glue::{Emitted, emit_zero_copy};
+                match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool) {
+                    Emitted::Frame(m) => tx.push(m),
+                    Emitted::NoNeighbor => self.stats.tx_no_neighbor += 1,
+                    Emitted::NoMbuf => {
+                        self.stats.tx_no_mbuf += 1;
+                        return false;
+                    }
+                    Emitted::Nothing => return false,
+                }
+                continue;
+            }
             let Some(mut m) = self.spare.take().or_else(|| pool.alloc()) else {
                 self.stats.tx_no_mbuf += 1;
                 return false;

@@ -1,10 +1,12 @@
-//! Congestion control: NewReno (RFC 5681, RFC 6582) and CUBIC (RFC 9438).
+//! Congestion control: NewReno (RFC 5681, RFC 6582), CUBIC (RFC 9438) and BBR
+//! ([`crate::bbr`]).
 //!
 //! Windows are in bytes. Loss recovery itself (which segment to resend) lives in the
-//! connection; this module only moves `cwnd` and `ssthresh`.
+//! connection; this module only moves `cwnd` and `ssthresh` (and BBR's pacing rate).
 
 use netcore::{Duration, Instant};
 
+use crate::bbr::{Bbr, BbrAck};
 use crate::config::CongestionControl;
 
 /// CUBIC constants (RFC 9438 §4.2 / §4.6).
@@ -24,12 +26,23 @@ pub(crate) struct Congestion {
     k: f64,
     epoch: Option<Instant>,
     w_est: f64,
+    /// BBR's state when `kind` is BBR.
+    bbr: Option<Box<Bbr>>,
 }
 
 impl Congestion {
-    pub(crate) fn new(kind: CongestionControl, mss: u16, initial_segments: u32) -> Self {
+    /// A controller; `now` and `seed` (per connection) start BBR's clocks and schedule.
+    pub(crate) fn new(
+        kind: CongestionControl,
+        mss: u16,
+        initial_segments: u32,
+        now: Instant,
+        seed: u64,
+    ) -> Self {
         let mss = u64::from(mss.max(1));
+        let iw = mss * u64::from(initial_segments.max(1));
         Congestion {
+            bbr: (kind == CongestionControl::Bbr).then(|| Box::new(Bbr::new(now, mss, iw, seed))),
             kind,
             // RFC 5681 §3.1 / RFC 6928: IW.
             cwnd: mss * u64::from(initial_segments.max(1)),
@@ -47,10 +60,67 @@ impl Congestion {
     pub(crate) fn set_mss(&mut self, mss: u16, initial_segments: u32) {
         self.mss = u64::from(mss.max(1));
         self.cwnd = self.mss * u64::from(initial_segments.max(1));
+        if let Some(b) = &mut self.bbr {
+            b.set_mss(self.mss, self.cwnd);
+        }
+    }
+
+    /// Whether this is BBR (model-based: driven by [`Congestion::on_bbr_ack`] on every ACK).
+    pub(crate) fn is_bbr(&self) -> bool {
+        self.bbr.is_some()
+    }
+
+    /// BBR's state, for tests and traces.
+    pub(crate) fn bbr(&self) -> Option<&Bbr> {
+        self.bbr.as_deref()
+    }
+
+    /// The pacing rate in bytes per second, for controllers that pace (BBR).
+    pub(crate) fn pacing_rate(&self) -> Option<f64> {
+        self.bbr.as_ref().map(|b| b.pacing_rate())
+    }
+
+    /// The largest burst pacing lets out at once.
+    pub(crate) fn send_quantum(&self) -> u64 {
+        self.bbr.as_ref().map_or(2 * self.mss, |b| b.send_quantum())
+    }
+
+    /// Every ACK, for BBR (draft-ietf-ccwg-bbr §5.1 BBRUpdateOnACK).
+    pub(crate) fn on_bbr_ack(&mut self, a: &BbrAck) {
+        if let Some(b) = &mut self.bbr {
+            b.on_ack(a, &mut self.cwnd);
+        }
+    }
+
+    /// Entering fast recovery (RFC 5681 §3.2, RFC 6675 §5; BBR: packet conservation).
+    /// `flight`: the reduction's base (pipe); `delivered`: bytes delivered so far.
+    pub(crate) fn enter_recovery(&mut self, flight: u64, delivered: u64) {
+        match &mut self.bbr {
+            Some(b) => b.on_enter_recovery(flight, delivered, &mut self.cwnd),
+            None => self.on_loss(flight),
+        }
+    }
+
+    /// The loss repaired by a tail loss probe (RFC 8985 §7.4.2): the reduction of a fast
+    /// recovery for loss-based controllers; BBR does not react (as Linux's).
+    pub(crate) fn on_tlp_loss(&mut self) {
+        if self.bbr.is_none() {
+            self.on_loss(self.cwnd);
+        }
+    }
+
+    /// Everything outstanding at a retransmission timeout is acknowledged.
+    pub(crate) fn on_rto_repaired(&mut self) {
+        if let Some(b) = &mut self.bbr {
+            b.on_rto_repaired(&mut self.cwnd);
+        }
     }
 
     /// New data acknowledged outside recovery.
     pub(crate) fn on_ack(&mut self, now: Instant, acked: u64, srtt: Option<Duration>) {
+        if self.bbr.is_some() {
+            return;
+        }
         if self.cwnd < self.ssthresh {
             // RFC 5681 §3.1 slow start, with appropriate byte counting (RFC 3465, L = 2).
             self.cwnd += acked.min(2 * self.mss);
@@ -59,6 +129,7 @@ impl Congestion {
         match self.kind {
             CongestionControl::NewReno => self.reno_ca(acked),
             CongestionControl::Cubic => self.cubic_ca(now, acked, srtt),
+            CongestionControl::Bbr => {}
         }
     }
 
@@ -103,9 +174,9 @@ impl Congestion {
     }
 
     /// Entering fast recovery (RFC 5681 §3.2 step 2; RFC 9438 §4.6).
-    pub(crate) fn on_loss(&mut self, flight: u64) {
+    fn on_loss(&mut self, flight: u64) {
         match self.kind {
-            CongestionControl::NewReno => {
+            CongestionControl::NewReno | CongestionControl::Bbr => {
                 self.ssthresh = (flight / 2).max(2 * self.mss);
             }
             CongestionControl::Cubic => {
@@ -127,12 +198,20 @@ impl Congestion {
 
     /// Retransmission timeout (RFC 5681 §3.1 eq. 4; RFC 9438 §4.8): loss window of one segment.
     pub(crate) fn on_rto(&mut self, flight: u64) {
+        if let Some(b) = &mut self.bbr {
+            b.on_rto(&mut self.cwnd);
+            return;
+        }
         self.on_loss(flight);
         self.cwnd = self.mss;
     }
 
-    /// Leaving recovery with a full ACK (RFC 6582 §3.2 step 3).
+    /// Leaving recovery with a full ACK (RFC 6582 §3.2 step 3; BBR: the window from before).
     pub(crate) fn on_recovery_exit(&mut self, flight: u64) {
+        if let Some(b) = &mut self.bbr {
+            b.on_exit_recovery(&mut self.cwnd);
+            return;
+        }
         self.cwnd = self
             .ssthresh
             .min(flight.max(self.mss) + self.mss)
@@ -146,7 +225,7 @@ mod tests {
 
     #[test]
     fn reno_slow_start_then_halving() {
-        let mut c = Congestion::new(CongestionControl::NewReno, 1000, 2);
+        let mut c = Congestion::new(CongestionControl::NewReno, 1000, 2, Instant::ZERO, 1);
         assert_eq!(c.cwnd, 2000);
         c.on_ack(Instant::ZERO, 1000, None);
         assert_eq!(c.cwnd, 3000);
@@ -164,7 +243,7 @@ mod tests {
 
     #[test]
     fn cubic_reduces_by_beta_and_grows_back() {
-        let mut c = Congestion::new(CongestionControl::Cubic, 1000, 100);
+        let mut c = Congestion::new(CongestionControl::Cubic, 1000, 100, Instant::ZERO, 1);
         c.on_loss(100_000);
         assert_eq!(c.cwnd, 70_000);
         let mut now = Instant::ZERO;

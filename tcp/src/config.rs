@@ -9,6 +9,8 @@ pub enum CongestionControl {
     NewReno,
     /// CUBIC (RFC 9438).
     Cubic,
+    /// BBR (draft-ietf-ccwg-bbr; Linux's loss response), with pacing.
+    Bbr,
 }
 
 /// How TCP checksums are handled (the dataplane sets this from the NIC's offload capabilities).

@@ -77,6 +77,7 @@
 
 pub mod iface;
 
+mod bbr;
 mod cc;
 pub mod config;
 pub mod conn;
@@ -84,6 +85,7 @@ mod cookie;
 pub mod endpoint;
 pub mod isn;
 mod rack;
+mod rate;
 mod reasm;
 mod rtt;
 mod sack;

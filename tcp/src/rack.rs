@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use netcore::{Duration, Instant};
 
+use crate::rate::{DeliveryRate, TxState};
 use crate::sack::Scoreboard;
 
 /// One transmitted range of sequence space (absolute offsets).
@@ -27,6 +28,8 @@ struct Sent {
     lost: bool,
     /// Cumulatively acknowledged or SACKed.
     delivered: bool,
+    /// The delivery state at the latest transmission (delivery-rate estimation).
+    tx: TxState,
 }
 
 /// RFC 8985 §6.2 step 4: SACKed segments beyond which reordering is no longer waited for
@@ -56,6 +59,10 @@ pub(crate) struct Rack {
     reo_wnd_mult: u32,
     reo_wnd_persist: u32,
     dsack_round: Option<u64>,
+    /// Delivery-rate estimation over the same log (for BBR).
+    pub(crate) rate: DeliveryRate,
+    /// The RTT of the latest delivered segment never retransmitted (taken by the caller).
+    pub(crate) last_rtt: Option<Duration>,
 }
 
 /// What one run of the RACK loss detection found.
@@ -86,6 +93,8 @@ impl Rack {
         if start >= end {
             return;
         }
+        let idle = self.segs.iter().all(|s| s.delivered);
+        let tx = self.rate.on_send(now, idle);
         let tail = self.segs.back().map_or(start, |s| s.end);
         if start < tail {
             self.split_at(start);
@@ -97,6 +106,7 @@ impl Rack {
                 }
                 s.at = now;
                 s.rtx = true;
+                s.tx = tx;
                 if s.lost {
                     s.lost = false;
                     self.lost_bytes -= s.end - s.start;
@@ -113,6 +123,7 @@ impl Rack {
                 Some(last) if full && !last.lost && !last.delivered => {
                     last.end = end;
                     last.at = now;
+                    last.tx = tx;
                 }
                 _ => self.segs.push_back(Sent {
                     start: from,
@@ -121,6 +132,7 @@ impl Rack {
                     rtx: false,
                     lost: false,
                     delivered: false,
+                    tx,
                 }),
             }
         }
@@ -175,7 +187,11 @@ impl Rack {
             self.lost_bytes -= s.end - s.start;
         }
         let s = *s;
+        self.rate.on_delivered(now, s.end - s.start, s.at, &s.tx);
         let rtt = now.saturating_duration_since(s.at);
+        if !s.rtx {
+            self.last_rtt = Some(rtt);
+        }
         // Step 2: an ACK for a retransmitted segment sooner than min RTT is ambiguous (it is
         // likely for the original); skip it.
         if !(s.rtx && self.min_rtt.is_some_and(|m| rtt < m)) {

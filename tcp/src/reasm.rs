@@ -32,13 +32,21 @@ pub(crate) enum Bound {
     Budget,
 }
 
+/// SACK blocks remembered in report order (at most 4 fit an ACK, RFC 2018 §3).
+const RECENT: usize = 4;
+
 #[derive(Debug)]
 pub(crate) struct RecvQueue<B> {
     inorder: VecDeque<(B, Range<usize>)>,
     inorder_bytes: usize,
     ooo: BTreeMap<u64, (B, Range<usize>)>,
     ooo_bytes: usize,
-    last_ooo: Option<(u64, u64)>,
+    /// The held data as merged ranges `start -> end` (what SACK blocks report).
+    ranges: BTreeMap<u64, u64>,
+    /// A sequence number inside each of the most recently changed blocks, most recent first:
+    /// the order SACK blocks are reported in (RFC 2018 §4: the block of the latest segment
+    /// first, then the most recently reported ones, as Linux's `selective_acks`).
+    recent: [Option<u64>; RECENT],
     max_bytes: usize,
     max_segs: usize,
     /// Held segments shorter than `small_len`, and the bound on them.
@@ -54,7 +62,8 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             inorder_bytes: 0,
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
-            last_ooo: None,
+            ranges: BTreeMap::new(),
+            recent: [None; RECENT],
             max_bytes,
             max_segs,
             small: 0,
@@ -119,10 +128,10 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             let filled = self.drain(rcv_nxt);
             return Insert::InOrder { filled };
         }
-        if let Some((_, r)) = self.ooo.get(&start)
-            && r.len() as u64 >= len
-        {
-            self.last_ooo = Some((start, start + r.len() as u64));
+        if self.block_of(start).is_some_and(|(_, e)| e >= end) {
+            // Everything is held already (RFC 2883 §4.1.3: D-SACKed by the caller); its block
+            // is reported next.
+            self.touch(start);
             return Insert::Duplicate;
         }
         let replaces = self.ooo.contains_key(&start);
@@ -144,8 +153,51 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             self.ooo_bytes -= old.len();
             self.small -= usize::from(self.is_small(&old));
         }
-        self.last_ooo = Some((start, end));
+        self.add_range(start, end);
+        self.touch(start);
         Insert::Held
+    }
+
+    /// Merge `[s, e)` into the held ranges.
+    fn add_range(&mut self, mut s: u64, mut e: u64) {
+        if let Some((&ps, &pe)) = self.ranges.range(..=s).next_back()
+            && pe >= s
+        {
+            s = ps;
+            e = e.max(pe);
+            self.ranges.remove(&ps);
+        }
+        while let Some((&ns, &ne)) = self.ranges.range(s..).next()
+            && ns <= e
+        {
+            e = e.max(ne);
+            self.ranges.remove(&ns);
+        }
+        self.ranges.insert(s, e);
+    }
+
+    /// The held block containing `seq`.
+    fn block_of(&self, seq: u64) -> Option<(u64, u64)> {
+        let (&s, &e) = self.ranges.range(..=seq).next_back()?;
+        (seq < e).then_some((s, e))
+    }
+
+    /// The block containing `seq` changed: report it first from now on.
+    fn touch(&mut self, seq: u64) {
+        let Some((bs, be)) = self.block_of(seq) else {
+            return;
+        };
+        let mut out = [None; RECENT];
+        out[0] = Some(seq);
+        let mut n = 1;
+        for p in self.recent.iter().flatten() {
+            // Entries of the same block (it may have absorbed others) collapse into one.
+            if n < RECENT && !(bs <= *p && *p < be) {
+                out[n] = Some(*p);
+                n += 1;
+            }
+        }
+        self.recent = out;
     }
 
     fn drain(&mut self, rcv_nxt: &mut u64) -> bool {
@@ -160,6 +212,12 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
             self.small -= usize::from(self.is_small(&range));
             filled = true;
             let end = start + range.len() as u64;
+            // The block this segment belongs to is being pulled in entirely.
+            if let Some((&rs, _)) = self.ranges.first_key_value()
+                && rs <= start
+            {
+                self.ranges.pop_first();
+            }
             if end > *rcv_nxt {
                 let skip = (*rcv_nxt - start) as usize;
                 let r = (range.start + skip)..range.end;
@@ -203,56 +261,31 @@ impl<B: AsRef<[u8]>> RecvQueue<B> {
         Some((b, r))
     }
 
-    /// Visit the held data as merged ranges in ascending order until `f` returns false.
-    fn for_each_merged(&self, mut f: impl FnMut((u64, u64)) -> bool) {
-        let mut cur: Option<(u64, u64)> = None;
-        for (&s, (_, r)) in &self.ooo {
-            let e = s + r.len() as u64;
-            match cur {
-                Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
-                Some(block) => {
-                    if !f(block) {
-                        return;
-                    }
-                    cur = Some((s, e));
-                }
-                None => cur = Some((s, e)),
-            }
-        }
-        if let Some(block) = cur {
-            f(block);
-        }
-    }
-
-    /// Fill `out` with SACK blocks (absolute, [left, right)), the first containing the most
-    /// recently received out-of-order segment (RFC 2018 §4), then the others in ascending
-    /// order. Returns how many were written. Allocation-free.
+    /// Fill `out` with SACK blocks (absolute, [left, right)): the most recently changed
+    /// blocks first (RFC 2018 §4: the block of the latest segment, then the most recently
+    /// reported), then the highest others. Returns how many were written. Allocation-free.
     pub(crate) fn sack_blocks(&self, out: &mut [(u64, u64)]) -> usize {
-        if out.is_empty() {
-            return 0;
-        }
-        let mut first = None;
-        if let Some((ls, _)) = self.last_ooo {
-            self.for_each_merged(|(s, e)| {
-                if s <= ls && ls < e {
-                    first = Some((s, e));
-                    return false;
-                }
-                true
-            });
-        }
         let mut n = 0;
-        if let Some(b) = first {
-            out[0] = b;
-            n = 1;
-        }
-        self.for_each_merged(|b| {
-            if Some(b) != first {
+        for p in self.recent.iter().flatten() {
+            if n == out.len() {
+                return n;
+            }
+            if let Some(b) = self.block_of(*p)
+                && !out[..n].contains(&b)
+            {
                 out[n] = b;
                 n += 1;
             }
-            n < out.len()
-        });
+        }
+        for (&s, &e) in self.ranges.iter().rev() {
+            if n == out.len() {
+                break;
+            }
+            if !out[..n].contains(&(s, e)) {
+                out[n] = (s, e);
+                n += 1;
+            }
+        }
         n
     }
 }
@@ -308,6 +341,44 @@ mod tests {
             Insert::Duplicate
         );
         assert_eq!(q.ooo_bytes(), 0);
+    }
+
+    /// RFC 2018 §4: the first block holds the latest segment, the others are the most
+    /// recently reported ones (not the lowest): a block that stopped growing is still reported
+    /// while it is among the last changed, and one absorbed by a merge is not repeated.
+    #[test]
+    fn sack_blocks_in_recency_order() {
+        let mut q: RecvQueue<Vec<u8>> = RecvQueue::new(1 << 20, 100, 100);
+        let mut nxt = 0u64;
+        for s in [10u64, 30, 50, 70] {
+            assert_eq!(q.insert(&mut nxt, s, vec![0; 10], 0..10, 100), Insert::Held);
+        }
+        let mut b = [(0, 0); 3];
+        assert_eq!(q.sack_blocks(&mut b), 3);
+        assert_eq!(b, [(70, 80), (50, 60), (30, 40)]);
+        // Extending the second block reports it first; the lowest stays out.
+        assert_eq!(q.insert(&mut nxt, 40, vec![0; 5], 0..5, 100), Insert::Held);
+        q.sack_blocks(&mut b);
+        assert_eq!(b, [(30, 45), (70, 80), (50, 60)]);
+        // A segment joining two blocks: one block, reported first.
+        assert_eq!(q.insert(&mut nxt, 45, vec![0; 5], 0..5, 100), Insert::Held);
+        q.sack_blocks(&mut b);
+        assert_eq!(b, [(30, 60), (70, 80), (10, 20)]);
+        // A duplicate inside held data is reported as held, its block first.
+        assert_eq!(
+            q.insert(&mut nxt, 12, vec![0; 4], 0..4, 100),
+            Insert::Duplicate
+        );
+        q.sack_blocks(&mut b);
+        assert_eq!(b, [(10, 20), (30, 60), (70, 80)]);
+        // Filling the first gap pulls in the first block only.
+        assert_eq!(
+            q.insert(&mut nxt, 0, vec![0; 10], 0..10, 100),
+            Insert::InOrder { filled: true }
+        );
+        assert_eq!(nxt, 20);
+        assert_eq!(q.sack_blocks(&mut b), 2);
+        assert_eq!(b[..2], [(30, 60), (70, 80)]);
     }
 
     #[test]

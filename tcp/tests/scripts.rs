@@ -61,3 +61,6 @@ mod rack;
 
 #[path = "script/dupack.rs"]
 mod dupack;
+
+#[path = "script/bbr.rs"]
+mod bbr;

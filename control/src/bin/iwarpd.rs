@@ -29,7 +29,8 @@ fn version() -> &'static str {
     version = version(),
     after_help = "Exit status: 0 success; 1 runtime failure (or a diagnostic ping that lost \
                   replies); 2 bad command line or configuration.\n\
-                  Every config key is described in README.md (\"Configuration keys\")."
+                  Every config key is described in README.md (\"Configuration keys\"); an \
+                  environment variable IWARPD_<SECTION>__<KEY> sets one on top of the file."
 )]
 #[command(group(ArgGroup::new("mode").required(true).args(["config", "check_config"])))]
 struct Cli {

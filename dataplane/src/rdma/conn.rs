@@ -345,6 +345,7 @@ impl RdmaConn {
         self.finish(now, c, ctx);
         if let Some(r) = &mut self.run {
             r.mem.release();
+            r.stats.bytes_tx_by_ref = self.log.bytes_by_ref;
         }
     }
 

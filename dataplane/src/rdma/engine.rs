@@ -94,9 +94,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// The engine of the thread `setup` belongs to; `sums`: precompute TCP checksum sums of
-    /// FPDUs (software checksums with header-only transmission).
-    pub fn new(setup: RdmaSetup, diag: Option<DiagRdma>, sums: bool) -> Self {
+    /// The engine of the thread `setup` belongs to. `zero_copy`: transmit payload by reference
+    /// (header-only TCP transmission, region bytes attached as external mbufs) and precompute
+    /// each FPDU's TCP checksum sum in its CRC pass.
+    pub fn new(setup: RdmaSetup, diag: Option<DiagRdma>, zero_copy: bool) -> Self {
         Engine {
             thread: setup.thread,
             mem: setup.mem,
@@ -114,9 +115,19 @@ impl Engine {
             out: Vec::new(),
             cmd_buf: Vec::new(),
             diag,
-            sums,
+            sums: zero_copy,
             next_publish: Instant::ZERO,
         }
+    }
+
+    /// Whether payload goes out by reference ([`Engine::new`]).
+    pub fn zero_copy(&self) -> bool {
+        self.sums
+    }
+
+    /// The memory table.
+    pub fn mem(&self) -> &Arc<MemTable> {
+        &self.mem
     }
 
     /// Whether `h` is an RDMA connection of this engine.

@@ -7,9 +7,12 @@ use netcore::Instant;
 use tcp::Endpoint;
 use tcp::iface::{Iface, Resolve};
 
-use super::engine::Net;
+use super::engine::{Engine, Net};
 use crate::mbuf::Mbuf;
+use crate::mempool::Mempool;
 use crate::rss::RssSteering;
+use tcp::ConnHandle;
+use tcp::iface::{ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, MIN_FRAME_LEN};
 
 /// Borrowed parts of the netstack for one `Engine::poll`.
 pub(crate) struct StackNet<'a> {
@@ -50,4 +53,78 @@ impl Net<Mbuf> for StackNet<'_> {
             None => start,
         }
     }
+}
+
+/// What one zero-copy transmission attempt produced.
+pub(crate) enum Emitted {
+    /// A frame to send.
+    Frame(Mbuf),
+    /// TCP sent a segment but the next hop is unknown (TCP retransmits).
+    NoNeighbor,
+    /// Out of mbufs (the segment is lost: TCP retransmits).
+    NoMbuf,
+    /// Nothing to send.
+    Nothing,
+}
+
+/// Largest TCP header.
+const TCP_HDR_MAX: usize = 60;
+
+/// One segment of RDMA connection `h`, zero copy (DESIGN.md §2.6): Ethernet, IP and TCP
+/// headers in an mbuf of the pool, the FPDU's length field and DDP/RDMAP header copied after
+/// them, the payload attached by reference to the registered region, the pad and CRC in a
+/// small mbuf behind it. The TCP checksum comes from the sum the FPDU log computed with the
+/// CRC. Payload whose mapping cannot be registered with DPDK, and frames shorter than the
+/// Ethernet minimum, are copied instead.
+pub(crate) fn emit_zero_copy(
+    now: Instant,
+    h: ConnHandle,
+    engine: &mut Engine,
+    tcp: &mut Endpoint<Mbuf>,
+    iface: &mut Iface,
+    pool: &Mempool,
+) -> Emitted {
+    let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
+    let Some(mut m) = pool.alloc() else {
+        return Emitted::NoMbuf;
+    };
+    m.set_len(0);
+    let Some(buf) = m.append(hdr + TCP_HDR_MAX) else {
+        return Emitted::NoMbuf;
+    };
+    let table = engine.mem().clone();
+    let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
+        return Emitted::Nothing;
+    };
+    let Some(t) = c.poll_transmit_header(now, &mut buf[hdr..], log) else {
+        return Emitted::Nothing;
+    };
+    let plen = (t.payload.end - t.payload.start) as usize;
+    let dst = t.dst.octets();
+    let Resolve::Known(mac) = iface.resolve(now, dst) else {
+        return Emitted::NoNeighbor;
+    };
+    iface.emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.header_len + plen, &mut buf[..hdr]);
+    m.trim(TCP_HDR_MAX - t.header_len);
+    let total = hdr + t.header_len + plen;
+    if plen > 0 {
+        let by_ref = total >= MIN_FRAME_LEN && log.prepare_zero_copy(t.payload.start, plen, &table);
+        if by_ref {
+            if log.attach(t.payload.start, plen, &mut m, pool).is_err() {
+                return Emitted::NoMbuf;
+            }
+        } else {
+            let Some(p) = m.append(plen) else {
+                return Emitted::NoMbuf;
+            };
+            tcp::SendSource::read(log, t.payload.start, p);
+        }
+    }
+    if total < MIN_FRAME_LEN {
+        match m.append(MIN_FRAME_LEN - total) {
+            Some(p) => p.fill(0),
+            None => return Emitted::NoMbuf,
+        }
+    }
+    Emitted::Frame(m)
 }

@@ -54,6 +54,44 @@ pub unsafe trait MappedMemory: Send + Sync + fmt::Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Page size of the mapping (its base is aligned to it).
+    fn page_size(&self) -> usize {
+        4096
+    }
+}
+
+/// A [`MappedMemory`] as DPDK external memory (zero-copy transmit, [`crate::extbuf`]).
+struct AsExternal(Arc<dyn MappedMemory>);
+
+// SAFETY: `MappedMemory` promises base..base+len stays mapped at that address, readable, for
+// as long as the object (held here by an Arc) lives, with base aligned to page_size().
+unsafe impl crate::extbuf::ExternalMemory for AsExternal {
+    fn base(&self) -> *const u8 {
+        self.0.base().as_ptr().cast_const()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn page_size(&self) -> usize {
+        self.0.page_size()
+    }
+}
+
+/// Registers a mapping with DPDK for zero-copy transmit (`ExtRegion::register` with the
+/// daemon's EAL and ports); `None` when that is impossible (IOVA as PA with a PCI NIC).
+pub type DmaRegistrar = Box<
+    dyn Fn(Arc<dyn crate::extbuf::ExternalMemory>) -> Option<Arc<crate::extbuf::ExtRegion>>
+        + Send
+        + Sync,
+>;
+
+#[derive(Default)]
+struct Dma {
+    registrar: Option<DmaRegistrar>,
+    /// By mapping base address: the registration (or `None`: it failed, copy instead).
+    regions: HashMap<usize, Option<Arc<crate::extbuf::ExtRegion>>>,
+    /// Registered regions per mapping; the registration goes with the last one.
+    users: HashMap<usize, u32>,
 }
 
 /// Page-aligned, zeroed heap memory (the diagnostic service's buffers, tests).
@@ -147,6 +185,12 @@ unsafe impl MappedMemory for shm::Segment {
     }
     fn len(&self) -> usize {
         shm::Segment::len(self)
+    }
+    fn page_size(&self) -> usize {
+        match self.backing() {
+            shm::Backing::Hugepages => shm::HUGEPAGE,
+            shm::Backing::Plain => 4096,
+        }
     }
 }
 
@@ -408,6 +452,7 @@ struct Inner {
 pub struct MemTable {
     inner: RwLock<Inner>,
     capacity: u32,
+    dma: std::sync::Mutex<Dma>,
 }
 
 impl fmt::Debug for MemTable {
@@ -430,7 +475,45 @@ impl MemTable {
                 rng: Xoshiro256::seed_from_u64(seed),
             }),
             capacity,
+            dma: std::sync::Mutex::new(Dma::default()),
         })
+    }
+
+    fn dma(&self) -> std::sync::MutexGuard<'_, Dma> {
+        self.dma.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Install the function that registers mappings with DPDK (the daemon does, once the EAL
+    /// and port are up); without one, transmission copies payload into mbufs.
+    pub fn set_dma_registrar(&self, f: DmaRegistrar) {
+        self.dma().registrar = Some(f);
+    }
+
+    /// Drop the registrar and every cached registration (before the EAL and ports go away;
+    /// registrations still pinned by mbufs in flight go when those mbufs are freed).
+    pub fn clear_dma(&self) {
+        let mut d = self.dma();
+        d.registrar = None;
+        d.regions.clear();
+    }
+
+    /// The DPDK registration of `r`'s mapping, made on first use; `None` when there is no
+    /// registrar or registration failed (the caller copies instead).
+    pub fn ext_region(&self, r: &Region) -> Option<Arc<crate::extbuf::ExtRegion>> {
+        let key = r.mem.base().as_ptr() as usize;
+        let mut d = self.dma();
+        if let Some(e) = d.regions.get(&key) {
+            return e.clone();
+        }
+        let e = d
+            .registrar
+            .as_ref()
+            .and_then(|f| f(Arc::new(AsExternal(r.mem.clone()))));
+        if e.is_none() {
+            tracing::info!("zero-copy transmit unavailable for a mapping: copying its payload");
+        }
+        d.regions.insert(key, e.clone());
+        e
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
@@ -499,8 +582,10 @@ impl MemTable {
             offset: r.offset,
             valid: AtomicBool::new(true),
         });
+        let key = region.mem.base().as_ptr() as usize;
         inner.slots[slot as usize] = Some(region.clone());
         inner.by_stag.insert(stag.index(), region);
+        *self.dma().users.entry(key).or_default() += 1;
         Ok(MrKeys {
             lkey: handle,
             rkey: stag,
@@ -523,6 +608,17 @@ impl MemTable {
         inner.free.push_back(slot as u32);
         inner.by_stag.remove(&r.info.stag.index());
         inner.stags.free(r.info.stag);
+        // The mapping's DPDK registration goes with its last region (pins of FPDUs still in
+        // flight keep it, and the mapping, alive until the NIC is done).
+        let key = r.mem.base().as_ptr() as usize;
+        let mut d = self.dma();
+        if let Some(n) = d.users.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                d.users.remove(&key);
+                d.regions.remove(&key);
+            }
+        }
         Ok(())
     }
 

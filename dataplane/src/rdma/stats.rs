@@ -25,6 +25,9 @@ pub struct QpCounters {
     pub fpdus_tx: u64,
     /// FPDU bytes sent (headers, payload, pad, CRC).
     pub bytes_tx: u64,
+    /// Payload bytes handed to the NIC by reference to the registered region (zero-copy
+    /// transmit; retransmissions included).
+    pub bytes_tx_by_ref: u64,
     /// FPDUs refused for a bad CRC.
     pub crc_errors: u64,
     /// TERMINATEs sent, by `(layer, etype, ecode)`.
@@ -76,6 +79,7 @@ impl QpCounters {
             ("bytes_placed", self.bytes_placed),
             ("fpdus_tx", self.fpdus_tx),
             ("bytes_tx", self.bytes_tx),
+            ("bytes_tx_by_ref", self.bytes_tx_by_ref),
             ("crc_errors", self.crc_errors),
             ("cqe_success", self.cqe_success),
             ("cqe_flushed", self.cqe_flushed),

@@ -24,7 +24,10 @@ use netcore::crc::Crc32c;
 use tcp::SendSource;
 use tcp::wire::{combine, ones_complement_sum};
 
-use super::memory::{QpMemory, Region};
+use super::memory::{MemTable, QpMemory, Region};
+use crate::extbuf::ExtPin;
+use crate::mbuf::Mbuf;
+use crate::mempool::Mempool;
 
 /// Most region ranges per record (one DDP segment gathers at most this many).
 const MAX_PIECES: usize = iwarp::rdmap::tx::MAX_PIECES;
@@ -76,7 +79,7 @@ struct Piece {
 }
 
 /// One record: an MPA frame or one FPDU (the unit TCP never splits across segments).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Record {
     start: u64,
     len: u32,
@@ -87,6 +90,9 @@ struct Record {
     token: Option<SqToken>,
     /// Ones-complement sum of the whole record (when computed).
     sum: Option<u16>,
+    /// Zero-copy transmit: one pin per piece on its mapping's DPDK registration, made at the
+    /// first transmission; dropped with the record (mbufs still in flight keep the memory).
+    pins: [Option<ExtPin>; MAX_PIECES],
 }
 
 /// A part of the stream for zero-copy transmission: inline bytes or a region range.
@@ -153,6 +159,8 @@ pub struct TxLog {
     scratch: Vec<u8>,
     /// Records built with a region that was gone.
     pub region_gone: u64,
+    /// Payload bytes transmitted by reference (external mbufs), retransmissions included.
+    pub bytes_by_ref: u64,
 }
 
 impl TxLog {
@@ -205,6 +213,7 @@ impl TxLog {
             tlen: 0,
             token,
             sum,
+            pins: Default::default(),
         })
     }
 
@@ -285,6 +294,7 @@ impl TxLog {
             tlen: tb.len() as u8,
             token: seg.completion(),
             sum: self.sums.then_some(csum.sum),
+            pins: Default::default(),
         }))
     }
 
@@ -387,6 +397,145 @@ impl TxLog {
         }
         (at - off) as usize
     }
+}
+
+/// Why payload could not be attached without a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachFail {
+    /// A range outside the log.
+    Range,
+    /// No mbuf left, or the chain is too long: the packet is dropped (TCP retransmits).
+    Mbuf,
+}
+
+impl TxLog {
+    /// Make sure every region range of stream range `[off, off + len)` can go out by
+    /// reference (its mapping registered with DPDK, a pin made); false when one cannot (the
+    /// caller copies the payload instead).
+    pub fn prepare_zero_copy(&mut self, off: u64, len: usize, table: &MemTable) -> bool {
+        let Some(first) = self.find(off) else {
+            return false;
+        };
+        let end = off + len as u64;
+        for r in self.recs.range_mut(first..) {
+            if r.start >= end {
+                break;
+            }
+            for (piece, pin) in r.pieces.iter().zip(r.pins.iter_mut()) {
+                let Some(p) = piece else { continue };
+                if pin.is_none() {
+                    match table.ext_region(&p.region) {
+                        Some(e) => *pin = Some(ExtPin::new(&e, || {})),
+                        None => return false,
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Append stream range `[off, off + len)` to `head`: log bytes copied (a few header and
+    /// trailer octets), region ranges attached as external-buffer mbufs (no copy). Call
+    /// [`TxLog::prepare_zero_copy`] first.
+    pub fn attach(
+        &mut self,
+        off: u64,
+        len: usize,
+        head: &mut Mbuf,
+        pool: &Mempool,
+    ) -> Result<(), AttachFail> {
+        let first = self.find(off).ok_or(AttachFail::Range)?;
+        let end = off + len as u64;
+        let mut at = off;
+        // Bytes after an external segment go into a fresh direct mbuf, chained before the
+        // next external segment and at the end.
+        let mut tail: Option<Mbuf> = None;
+        let mut ext_seen = false;
+        let mut by_ref = 0u64;
+        for r in self.recs.range(first..) {
+            if at >= end {
+                break;
+            }
+            let mut p_start = r.start;
+            let parts = std::iter::once((Part::Bytes(r.head.bytes()), None))
+                .chain(r.pieces.iter().zip(&r.pins).filter_map(|(p, pin)| {
+                    p.as_ref().map(|p| {
+                        let part = Part::Region {
+                            region: &p.region,
+                            offset: p.offset,
+                            len: p.len,
+                        };
+                        (part, pin.as_ref())
+                    })
+                }))
+                .chain(std::iter::once((
+                    Part::Bytes(r.trailer.get(..usize::from(r.tlen)).unwrap_or(&[])),
+                    None,
+                )));
+            for (p, pin) in parts {
+                let p_end = p_start + p.len() as u64;
+                if p_end > at && p_start < end {
+                    let from = (at - p_start) as usize;
+                    let to = (end.min(p_end) - p_start) as usize;
+                    match p {
+                        Part::Bytes(b) => {
+                            let b = b.get(from..to).unwrap_or(&[]);
+                            put_bytes(head, &mut tail, ext_seen, b, pool)?;
+                        }
+                        Part::Region { region, offset, .. } => {
+                            let pin = pin.ok_or(AttachFail::Range)?;
+                            if let Some(t) = tail.take() {
+                                head.chain(t).map_err(|_| AttachFail::Mbuf)?;
+                            }
+                            let moff = region.mapping_offset() + (offset as usize) + from;
+                            let m = pin
+                                .attach(pool, moff, to - from)
+                                .map_err(|_| AttachFail::Mbuf)?;
+                            head.chain_ext(m).map_err(|_| AttachFail::Mbuf)?;
+                            ext_seen = true;
+                            by_ref += (to - from) as u64;
+                        }
+                    }
+                    at = p_start + to as u64;
+                }
+                p_start = p_end;
+            }
+        }
+        if let Some(t) = tail.take() {
+            head.chain(t).map_err(|_| AttachFail::Mbuf)?;
+        }
+        if at < end {
+            return Err(AttachFail::Range);
+        }
+        self.bytes_by_ref += by_ref;
+        Ok(())
+    }
+}
+
+/// Copy `b` to the end of the packet: into `head` while no external segment was chained,
+/// else into the pending direct mbuf `tail`.
+fn put_bytes(
+    head: &mut Mbuf,
+    tail: &mut Option<Mbuf>,
+    ext_seen: bool,
+    b: &[u8],
+    pool: &Mempool,
+) -> Result<(), AttachFail> {
+    if b.is_empty() {
+        return Ok(());
+    }
+    let dst = if ext_seen {
+        if tail.is_none() {
+            let mut m = pool.alloc().ok_or(AttachFail::Mbuf)?;
+            m.set_len(0);
+            *tail = Some(m);
+        }
+        tail.as_mut().and_then(|t| t.append(b.len()))
+    } else {
+        head.append(b.len())
+    };
+    dst.ok_or(AttachFail::Mbuf)?.copy_from_slice(b);
+    Ok(())
 }
 
 impl SendSource for TxLog {

@@ -3,6 +3,7 @@
 use netcore::{Duration, Instant, Seq32};
 
 use super::{CloseReason, Connection, Event, SegBuf, Segment, State};
+use crate::bbr::BbrAck;
 use crate::reasm::{Bound, Insert};
 use crate::wire::{OutHeader, SegmentHeader};
 
@@ -418,6 +419,10 @@ impl<B: SegBuf> Connection<B> {
             self.rtx_next = self.snd_una;
         }
         self.una_rtx_mark = None;
+        if self.rto_recover.is_some_and(|r| self.snd_una >= r) {
+            self.rto_recover = None;
+            self.cc.on_rto_repaired();
+        }
         self.sb.advance(self.snd_una);
         self.rack.advance(self.snd_una);
         // RFC 8985 §7.2: an ACK of new data restarts the probe timeout.
@@ -438,166 +443,38 @@ impl<B: SegBuf> Connection<B> {
 
     /// RFC 9293 §3.10.7.4 fifth, plus SACK (RFC 2018/6675) and NewReno (RFC 6582).
     fn process_ack(&mut self, now: Instant, ack_abs: u64, h: &SegmentHeader) {
-        let ack = h.ack.unwrap_or_default();
-        // Window update (SND.WL1/SND.WL2 rule).
-        let mut wnd_changed = false;
-        if ack_abs >= self.snd_una
-            && (self.snd_wl1 < h.seq || (self.snd_wl1 == h.seq && self.snd_wl2 <= ack))
-        {
-            let w = u64::from(h.window) << self.snd_wscale;
-            wnd_changed = w != self.snd_wnd;
-            let was_zero = self.snd_wnd == 0;
-            self.snd_wnd = w;
-            self.max_snd_wnd = self.max_snd_wnd.max(w);
-            self.snd_wl1 = h.seq;
-            self.snd_wl2 = ack;
-            if w > 0 {
-                if self.persist_at.is_some() || was_zero {
-                    // The window reopened: persist backoff no longer applies.
-                    self.rtt.backoff = 0;
-                }
-                self.persist_at = None;
-            }
-        }
-        let mut sack_new = false;
-        let mut dsack = false;
+        let wnd_changed = self.update_send_window(ack_abs, h);
+        let delivered_before = self.rack.rate.delivered;
         let rack = self.rack_on();
         // RFC 8985 §7.4.2: a duplicate ACK without SACK information (before SND.UNA moves).
         let plain_dupack = ack_abs == self.snd_una && h.sack[0].is_none();
-        if self.sack_ok {
-            let base = self.wire_snd(self.snd_una);
-            let ack_rel = ack_abs as i64 - self.snd_una as i64;
-            let mut blocks = [(0u64, 0u64); 4];
-            let mut nb = 0;
-            let mut first: Option<(i64, i64)> = None;
-            for (i, (l, r)) in h.sack.iter().flatten().enumerate() {
-                let (lr, rr) = (i64::from(l.diff(base)), i64::from(r.diff(base)));
-                if i == 0 {
-                    first = Some((lr, rr));
-                    // RFC 2883 §4: a first block at or below the cumulative ACK is a D-SACK.
-                    dsack = lr < rr && rr <= ack_rel;
-                } else if i == 1
-                    && let Some((fl, fr)) = first
-                    && fl < fr
-                    && lr <= fl
-                    && fr <= rr
-                {
-                    // RFC 2883 §4: ... or one inside the second block.
-                    dsack = true;
-                }
-                if lr < rr && rr > 0 && self.snd_una as i64 + rr <= self.snd_max as i64 {
-                    let la = (self.snd_una as i64 + lr.max(0)) as u64;
-                    let ra = (self.snd_una as i64 + rr) as u64;
-                    if rack {
-                        if nb < blocks.len() {
-                            blocks[nb] = (la, ra);
-                            nb += 1;
-                        }
-                    } else {
-                        sack_new |= self.sb.add(la, ra, ack_abs.max(self.snd_una), self.snd_max);
-                    }
-                }
-            }
-            if rack {
-                // RFC 8985 §6.2 steps 1-3 for every newly delivered segment.
-                sack_new = self.rack.on_ack(
-                    now,
-                    ack_abs,
-                    &blocks[..nb],
-                    &mut self.sb,
-                    self.snd_una,
-                    self.snd_max,
-                );
-                if dsack {
-                    self.rack.on_dsack(self.snd_una, self.snd_max);
-                }
-            }
+        let (sack_new, dsack) = self.process_sack(now, ack_abs, h);
+        if !rack && self.log_on() {
+            // BBR without RACK: the log still records cumulative deliveries (delivery rate).
+            self.rack
+                .on_ack(now, ack_abs, &[], &mut self.sb, self.snd_una, self.snd_max);
         }
+        self.check_lost_retransmission(ack_abs);
         let flight = self.snd_max - self.snd_una;
-        let mss = u64::from(self.emss());
-        // Lost retransmission: data sent after our retransmission of the hole at SND.UNA is
-        // SACKed DupThresh segments beyond it while the hole stays open, so that copy was lost
-        // too (the idea of RFC 8985 RACK, reduced to the first hole). Resend it instead of
-        // waiting for the RTO.
-        if !rack
-            && self.in_recovery
-            && ack_abs == self.snd_una
-            && let (Some(mark), Some(high)) = (self.una_rtx_mark, self.sb.high())
-            && high >= mark + 3 * mss
-            && self
-                .sb
-                .next_hole(self.snd_una)
-                .is_some_and(|(s, _)| s == self.snd_una)
-        {
-            self.una_rtx_mark = None;
-            self.rtx_next = self.snd_una;
-            self.newreno_rtx = true;
-        }
         if ack_abs > self.snd_una {
-            let acked = ack_abs - self.snd_una;
-            self.on_new_ack(now, ack_abs);
-            self.dupacks = 0;
-            if self.in_recovery {
-                if self.snd_una >= self.recover {
-                    // RFC 6582 §3.2 step 3: full acknowledgment ends recovery.
-                    self.in_recovery = false;
-                    self.newreno_rtx = false;
-                    self.rack.on_recovery_exit();
-                    self.cc.on_recovery_exit(self.snd_max - self.snd_una);
-                } else {
-                    // RFC 6582 §3.2 step 4: partial ACK, resend the next unacked segment.
-                    self.newreno_rtx = true;
-                    self.rtx_next = self.rtx_next.max(self.snd_una);
-                    if !self.sack_ok {
-                        self.rtx_next = self.snd_una;
-                        self.cc.cwnd = self.cc.cwnd.saturating_sub(acked).max(mss) + mss;
-                    }
-                }
-            } else {
-                self.cc.on_ack(now, acked, self.rtt.srtt());
-            }
+            self.on_ack_advance(now, ack_abs);
         } else if ack_abs == self.snd_una
             && flight > 0
             && h.payload_len() == 0
             && !h.fin
             && (!wnd_changed || sack_new)
         {
-            // RFC 5681 §2 duplicate ACK (RFC 6675 §5: with SACK, new SACK info counts).
-            self.dupacks += 1;
-            // RFC 5827 early retransmit: with fewer than four segments outstanding and nothing
-            // new to send, three duplicates can never come; lower the threshold to oseg - 1.
-            let oseg = flight.div_ceil(mss.max(1));
-            let dupthresh = if oseg < 4 && self.snd_max >= self.app_end {
-                (oseg - 1).max(1)
-            } else {
-                3
-            };
-            let sack_lost = self.sack_ok && self.sb.sacked_bytes() >= dupthresh * mss;
-            if rack {
-                // RACK (below) decides about loss; duplicate ACKs only feed its inputs.
-            } else if !self.in_recovery
-                && (u64::from(self.dupacks) >= dupthresh || sack_lost)
-                && self.snd_una >= self.recover
-            {
-                // RFC 6582 §3.2 step 2 / RFC 6675 §5 step 4: enter loss recovery.
-                self.in_recovery = true;
-                self.recover = self.snd_max;
-                self.cc.on_loss(self.pipe().max(2 * mss).min(flight));
-                self.stats.fast_retransmits += 1;
-                self.rtx_next = self.snd_una;
-                self.newreno_rtx = true;
-                self.rtt_probe = None;
-                if !self.sack_ok {
-                    self.cc.cwnd = self.cc.ssthresh + 3 * mss;
-                }
-            } else if self.in_recovery && !self.sack_ok {
-                // RFC 6582 §3.2 step 3: inflate by one segment per further duplicate.
-                self.cc.cwnd += mss;
-            }
+            self.on_duplicate_ack();
         }
         if rack {
             self.tlp_on_ack(ack_abs, dsack, plain_dupack);
             self.rack_detect(now);
+        }
+        if self.cc.is_bbr() {
+            self.bbr_on_ack(now, delivered_before);
+        } else if self.log_on() {
+            // Keep the per-ACK sample state fresh even when nobody reads it.
+            let _ = self.rack.rate.take_sample();
         }
         // FIN acknowledged?
         if self.our_fin_acked() {
@@ -611,6 +488,197 @@ impl<B: SegBuf> Connection<B> {
                 _ => {}
             }
         }
+    }
+
+    /// The SND.WL1/SND.WL2 window update (RFC 9293 §3.10.7.4 fifth); whether it changed.
+    fn update_send_window(&mut self, ack_abs: u64, h: &SegmentHeader) -> bool {
+        let ack = h.ack.unwrap_or_default();
+        if ack_abs >= self.snd_una
+            && (self.snd_wl1 < h.seq || (self.snd_wl1 == h.seq && self.snd_wl2 <= ack))
+        {
+            let w = u64::from(h.window) << self.snd_wscale;
+            let changed = w != self.snd_wnd;
+            let was_zero = self.snd_wnd == 0;
+            self.snd_wnd = w;
+            self.max_snd_wnd = self.max_snd_wnd.max(w);
+            self.snd_wl1 = h.seq;
+            self.snd_wl2 = ack;
+            if w > 0 {
+                if self.persist_at.is_some() || was_zero {
+                    // The window reopened: persist backoff no longer applies.
+                    self.rtt.backoff = 0;
+                }
+                self.persist_at = None;
+            }
+            return changed;
+        }
+        false
+    }
+
+    /// SACK blocks (RFC 2018) into the scoreboard, and with RACK into the transmission log
+    /// (RFC 8985 §6.2 steps 1-3); D-SACK detection (RFC 2883 §4). Returns (new SACK
+    /// information, D-SACK).
+    fn process_sack(&mut self, now: Instant, ack_abs: u64, h: &SegmentHeader) -> (bool, bool) {
+        if !self.sack_ok {
+            return (false, false);
+        }
+        let rack = self.rack_on();
+        let mut sack_new = false;
+        let mut dsack = false;
+        let base = self.wire_snd(self.snd_una);
+        let ack_rel = ack_abs as i64 - self.snd_una as i64;
+        let mut blocks = [(0u64, 0u64); 4];
+        let mut nb = 0;
+        let mut first: Option<(i64, i64)> = None;
+        for (i, (l, r)) in h.sack.iter().flatten().enumerate() {
+            let (lr, rr) = (i64::from(l.diff(base)), i64::from(r.diff(base)));
+            if i == 0 {
+                first = Some((lr, rr));
+                // RFC 2883 §4: a first block at or below the cumulative ACK is a D-SACK.
+                dsack = lr < rr && rr <= ack_rel;
+            } else if i == 1
+                && let Some((fl, fr)) = first
+                && fl < fr
+                && lr <= fl
+                && fr <= rr
+            {
+                // RFC 2883 §4: ... or one inside the second block.
+                dsack = true;
+            }
+            if lr < rr && rr > 0 && self.snd_una as i64 + rr <= self.snd_max as i64 {
+                let la = (self.snd_una as i64 + lr.max(0)) as u64;
+                let ra = (self.snd_una as i64 + rr) as u64;
+                if rack {
+                    if nb < blocks.len() {
+                        blocks[nb] = (la, ra);
+                        nb += 1;
+                    }
+                } else {
+                    sack_new |= self.sb.add(la, ra, ack_abs.max(self.snd_una), self.snd_max);
+                }
+            }
+        }
+        if rack {
+            // RFC 8985 §6.2 steps 1-3 for every newly delivered segment.
+            sack_new = self.rack.on_ack(
+                now,
+                ack_abs,
+                &blocks[..nb],
+                &mut self.sb,
+                self.snd_una,
+                self.snd_max,
+            );
+            if dsack {
+                self.rack.on_dsack(self.snd_una, self.snd_max);
+            }
+        }
+        (sack_new, dsack)
+    }
+
+    /// Lost retransmission without RACK: data sent after our retransmission of the hole at
+    /// SND.UNA is SACKed DupThresh segments beyond it while the hole stays open, so that copy
+    /// was lost too (the idea of RFC 8985 RACK, reduced to the first hole). Resend it instead
+    /// of waiting for the RTO.
+    fn check_lost_retransmission(&mut self, ack_abs: u64) {
+        let mss = u64::from(self.emss());
+        if !self.rack_on()
+            && self.in_recovery
+            && ack_abs == self.snd_una
+            && let (Some(mark), Some(high)) = (self.una_rtx_mark, self.sb.high())
+            && high >= mark + 3 * mss
+            && self
+                .sb
+                .next_hole(self.snd_una)
+                .is_some_and(|(s, _)| s == self.snd_una)
+        {
+            self.una_rtx_mark = None;
+            self.rtx_next = self.snd_una;
+            self.newreno_rtx = true;
+        }
+    }
+
+    /// SND.UNA advances (RFC 5681 §3.1, RFC 6582 §3.2 steps 3-4).
+    fn on_ack_advance(&mut self, now: Instant, ack_abs: u64) {
+        let mss = u64::from(self.emss());
+        let acked = ack_abs - self.snd_una;
+        self.on_new_ack(now, ack_abs);
+        self.dupacks = 0;
+        if self.in_recovery {
+            if self.snd_una >= self.recover {
+                // RFC 6582 §3.2 step 3: full acknowledgment ends recovery.
+                self.in_recovery = false;
+                self.newreno_rtx = false;
+                self.rack.on_recovery_exit();
+                self.cc.on_recovery_exit(self.snd_max - self.snd_una);
+            } else {
+                // RFC 6582 §3.2 step 4: partial ACK, resend the next unacked segment.
+                self.newreno_rtx = true;
+                self.rtx_next = self.rtx_next.max(self.snd_una);
+                if !self.sack_ok {
+                    self.rtx_next = self.snd_una;
+                    if !self.cc.is_bbr() {
+                        // Partial window deflation (RFC 6582 §3.2 step 4).
+                        self.cc.cwnd = self.cc.cwnd.saturating_sub(acked).max(mss) + mss;
+                    }
+                }
+            }
+        } else {
+            self.cc.on_ack(now, acked, self.rtt.srtt());
+        }
+    }
+
+    /// RFC 5681 §2 duplicate ACK (RFC 6675 §5: with SACK, new SACK info counts).
+    fn on_duplicate_ack(&mut self) {
+        let mss = u64::from(self.emss());
+        let flight = self.snd_max - self.snd_una;
+        self.dupacks += 1;
+        // RFC 5827 early retransmit: with fewer than four segments outstanding and nothing
+        // new to send, three duplicates can never come; lower the threshold to oseg - 1.
+        let oseg = flight.div_ceil(mss.max(1));
+        let dupthresh = if oseg < 4 && self.snd_max >= self.app_end {
+            (oseg - 1).max(1)
+        } else {
+            3
+        };
+        let sack_lost = self.sack_ok && self.sb.sacked_bytes() >= dupthresh * mss;
+        if self.rack_on() {
+            // RACK decides about loss; duplicate ACKs only feed its inputs.
+        } else if !self.in_recovery
+            && (u64::from(self.dupacks) >= dupthresh || sack_lost)
+            && self.snd_una >= self.recover
+        {
+            // RFC 6582 §3.2 step 2 / RFC 6675 §5 step 4: enter loss recovery.
+            self.in_recovery = true;
+            self.recover = self.snd_max;
+            let base = self.pipe().max(2 * mss).min(flight);
+            self.cc.enter_recovery(base, self.rack.rate.delivered);
+            self.stats.fast_retransmits += 1;
+            self.rtx_next = self.snd_una;
+            self.newreno_rtx = true;
+            self.rtt_probe = None;
+            if !self.sack_ok && !self.cc.is_bbr() {
+                self.cc.cwnd = self.cc.ssthresh + 3 * mss;
+            }
+        } else if self.in_recovery && !self.sack_ok && !self.cc.is_bbr() {
+            // RFC 6582 §3.2 step 3: inflate by one segment per further duplicate.
+            self.cc.cwnd += mss;
+        }
+    }
+
+    /// BBR's per-ACK update (draft-ietf-ccwg-bbr §5.1): what this ACK delivered and lost, its
+    /// rate and RTT samples, and what stays in flight.
+    fn bbr_on_ack(&mut self, now: Instant, delivered_before: u64) {
+        let delivered = self.rack.rate.delivered;
+        let a = BbrAck {
+            now,
+            newly_acked: delivered - delivered_before,
+            newly_lost: self.bbr_newly_lost.take().unwrap_or(0),
+            delivered,
+            rate: self.rack.rate.take_sample(),
+            rtt: self.rack.last_rtt.take(),
+            inflight: self.pipe(),
+        };
+        self.cc.on_bbr_ack(&a);
     }
 
     /// RFC 8985 §6.2 step 5 (after an ACK or when the reordering timer fires): mark losses,
@@ -631,13 +699,19 @@ impl<B: SegBuf> Connection<B> {
             return;
         }
         self.stats.rack_lost += d.segs;
+        *self.bbr_newly_lost.get_or_insert(0) += d.bytes;
         self.tlp_at = None;
         if !self.in_recovery && self.snd_una >= self.recover {
             let flight = self.snd_max - self.snd_una;
             self.in_recovery = true;
             self.recover = self.snd_max;
-            self.cc
-                .on_loss(pipe_before.max(2 * mss).min(flight.max(2 * mss)));
+            let base = if self.cc.is_bbr() {
+                // BBR conserves what is still in flight (Linux: packets_in_flight).
+                self.pipe()
+            } else {
+                pipe_before.max(2 * mss).min(flight.max(2 * mss))
+            };
+            self.cc.enter_recovery(base, self.rack.rate.delivered);
             self.stats.fast_retransmits += 1;
             self.rtt_probe = None;
         }
@@ -656,7 +730,7 @@ impl<B: SegBuf> Connection<B> {
         } else if ack_abs > end {
             self.tlp_end = None;
             if !self.in_recovery {
-                self.cc.on_loss(self.cc.cwnd);
+                self.cc.on_tlp_loss();
             }
         } else if plain_dupack {
             self.tlp_end = None;

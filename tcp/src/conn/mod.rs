@@ -299,6 +299,14 @@ pub struct Connection<B> {
     retries: u32,
     // RACK-TLP (RFC 8985), used when `cfg.rack_tlp` and SACK is negotiated.
     rack: Rack,
+    /// Bytes RACK newly marked lost since the last BBR update.
+    bbr_newly_lost: Option<u64>,
+    /// SND.MAX at the last retransmission timeout, until it is acknowledged.
+    rto_recover: Option<u64>,
+    /// Pacing (BBR): byte credit, its last refill, and when sending may resume.
+    pace_credit: f64,
+    pace_last: Instant,
+    pace_at: Option<Instant>,
     /// RACK reordering timer (RFC 8985 §6.3).
     reo_at: Option<Instant>,
     /// Probe timeout (RFC 8985 §7.2).
@@ -364,7 +372,13 @@ impl<B: SegBuf> Connection<B> {
         passive: bool,
     ) -> Self {
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
-        let cc = Congestion::new(cfg.cc, cfg.mss, cfg.initial_cwnd_segments);
+        let cc = Congestion::new(
+            cfg.cc,
+            cfg.mss,
+            cfg.initial_cwnd_segments,
+            now,
+            u64::from(iss.0).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
         let rx = RecvQueue::new(
             cfg.max_ooo_bytes,
             cfg.max_ooo_segments,
@@ -416,6 +430,11 @@ impl<B: SegBuf> Connection<B> {
             una_rtx_mark: None,
             retries: 0,
             rack: Rack::default(),
+            bbr_newly_lost: None,
+            rto_recover: None,
+            pace_credit: 0.0,
+            pace_last: now,
+            pace_at: None,
             reo_at: None,
             tlp_at: None,
             tlp_due: false,
@@ -814,11 +833,18 @@ impl<B: SegBuf> Connection<B> {
         u64::from(self.cfg.recv_window).saturating_sub(self.rx.readable_bytes() as u64)
     }
 
-    /// An out-of-order or unacceptable segment arrived: owe one immediate pure ACK for it
-    /// (bounded: a burst beyond the bound between two polls gets fewer duplicates).
+    /// An out-of-order or unacceptable segment arrived: owe an immediate pure ACK for it.
+    /// Without SACK, one per segment (the peer counts duplicates, RFC 5681 §3.2; bounded: a
+    /// burst beyond the bound between two polls gets fewer). With SACK, one per poll: the
+    /// sender counts SACKed segments, not ACKs (RFC 6675 §5, RFC 8985), and identical ACKs
+    /// back to back only cost both ends (a receive burst gets one ACK, as with GRO).
     pub(crate) fn owe_dupack(&mut self) {
         self.ack_now = true;
-        self.dupacks_owed = (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
+        self.dupacks_owed = if self.sack_ok {
+            1
+        } else {
+            (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED)
+        };
     }
 
     /// Queue a control segment (a reset); bounded so a flood of bad segments between polls
@@ -843,6 +869,7 @@ impl<B: SegBuf> Connection<B> {
         self.fin_wait2_at = None;
         self.reo_at = None;
         self.tlp_at = None;
+        self.pace_at = None;
         self.events.push_back(Event::Closed(why));
     }
 
@@ -867,6 +894,19 @@ impl<B: SegBuf> Connection<B> {
     /// Whether RACK-TLP (RFC 8985) drives loss detection: configured and SACK negotiated.
     fn rack_on(&self) -> bool {
         self.cfg.rack_tlp && self.sack_ok
+    }
+
+    /// Whether the per-segment transmission log is kept: for RACK, and for BBR's delivery
+    /// rate estimation.
+    fn log_on(&self) -> bool {
+        self.rack_on() || self.cc.is_bbr()
+    }
+
+    /// BBR's state name, bandwidth estimate (bytes/s), min RTT and pacing rate (bytes/s), for
+    /// traces and tests; `None` for other congestion controls.
+    pub fn bbr_state(&self) -> Option<(&'static str, f64, Option<Duration>, f64)> {
+        let b = self.cc.bbr()?;
+        Some((b.mode().name(), b.max_bw(), b.min_rtt(), b.pacing_rate()))
     }
 
     /// Whether we are the passive side.

@@ -64,6 +64,13 @@ impl<B: SegBuf> Connection<B> {
         let t = self.transmit_inner(now, buf, src);
         if t.is_some() {
             self.stats.segs_out += 1;
+        } else if self.log_on() && self.snd_nxt >= self.app_end && self.state.is_synchronized() {
+            // Nothing more to send while the window has room: samples from here on are
+            // application-limited (draft-cheng-iccrg-delivery-rate-estimation §3.4).
+            let pipe = self.pipe();
+            if pipe < self.cc.cwnd {
+                self.rack.rate.on_app_limited(pipe);
+            }
         }
         self.arm_timers(now);
         t
@@ -100,8 +107,14 @@ impl<B: SegBuf> Connection<B> {
             let h = self.base_header();
             return self.emit(now, h, buf, 0..0, src);
         }
-        if let Some(plan) = self.plan(now) {
-            return self.send_plan(now, plan, buf, src);
+        match self.pace_wait(now) {
+            None => {
+                if let Some(plan) = self.plan(now) {
+                    return self.send_plan(now, plan, buf, src);
+                }
+            }
+            Some(at) if self.wants_to_send() => self.pace_at = Some(at),
+            Some(_) => {}
         }
         if self.probe_due {
             // RFC 9293 §3.8.6.1 zero-window probe. Like Linux, the probe is SND.UNA - 1 without
@@ -303,6 +316,42 @@ impl<B: SegBuf> Connection<B> {
         None
     }
 
+    /// Pacing (BBR, draft-ietf-ccwg-bbr §5.6.2): `None` if a segment may leave now, else when
+    /// the next may. Credit accrues at the pacing rate up to one send quantum, so bursts stay
+    /// within a quantum and the caller's timer (coarser than a segment's time) suffices.
+    fn pace_wait(&mut self, now: Instant) -> Option<Instant> {
+        let rate = self.cc.pacing_rate()?;
+        if rate <= 0.0 || !self.state.is_synchronized() {
+            return None;
+        }
+        let dt = now.saturating_duration_since(self.pace_last).as_secs_f64();
+        self.pace_last = now;
+        let quantum = self.cc.send_quantum() as f64;
+        self.pace_credit = (self.pace_credit + rate * dt).min(quantum);
+        if self.pace_credit > 0.0 {
+            self.pace_at = None;
+            return None;
+        }
+        let wait = -self.pace_credit / rate;
+        // At least a microsecond: the credit must be positive by then.
+        Some(now + netcore::Duration::from_nanos((wait * 1e9) as u64 + 1000))
+    }
+
+    fn pace_spend(&mut self, bytes: f64) {
+        if self.cc.pacing_rate().is_some() {
+            self.pace_credit -= bytes;
+        }
+    }
+
+    /// Whether sequence-consuming output is waiting (for the pacing timer).
+    fn wants_to_send(&self) -> bool {
+        self.snd_nxt < self.app_end
+            || self.rack.lost_bytes() > 0
+            || self.tlp_due
+            || (self.in_recovery && self.newreno_rtx)
+            || (self.fin_queued && self.snd_max <= self.app_end)
+    }
+
     /// A retransmission of (the start of) the logged range `[s, e)`: at most one segment, not
     /// crossing a record boundary; the FIN goes along if the range holds it.
     fn resend_plan(&self, s: u64, e: u64) -> Option<Plan> {
@@ -404,8 +453,11 @@ impl<B: SegBuf> Connection<B> {
         if p.start == self.snd_nxt || p.syn {
             self.snd_nxt = seq_end;
         }
-        if self.rack_on() && !p.syn {
-            // RFC 8985 §6.1: per-segment transmission times.
+        if p.end > p.start {
+            self.pace_spend((p.end - p.start) as f64);
+        }
+        if self.log_on() && !p.syn {
+            // RFC 8985 §6.1: per-segment transmission times (and delivery-rate state).
             self.rack.on_send(p.start, seq_end, now);
             if seq_end > self.snd_max {
                 // RFC 8985 §7.2: sending new data restarts the probe timeout.

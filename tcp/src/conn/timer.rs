@@ -19,6 +19,7 @@ impl<B: SegBuf> Connection<B> {
             self.fin_wait2_at,
             self.reo_at,
             self.tlp_at,
+            self.pace_at,
         ]
         .into_iter()
         .flatten()
@@ -125,6 +126,10 @@ impl<B: SegBuf> Connection<B> {
             self.finish(CloseReason::Timeout);
             return;
         }
+        if self.pace_at.is_some_and(|t| t <= now) {
+            // Pacing released the next segment: the owner polls transmit after this.
+            self.pace_at = None;
+        }
         if self.delack_at.is_some_and(|t| t <= now) {
             self.delack_at = None;
             self.ack_now = true;
@@ -194,6 +199,7 @@ impl<B: SegBuf> Connection<B> {
         );
         let flight = self.snd_max - self.snd_una;
         self.cc.on_rto(flight);
+        self.rto_recover = Some(self.snd_max);
         self.rtt.back_off();
         self.rtt_probe = None;
         self.tlp_due = false;

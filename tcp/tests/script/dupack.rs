@@ -41,10 +41,11 @@ fn out_of_order_draws_pure_dupack_before_waiting_data() {
     );
 }
 
-/// Several out-of-order segments: one pure duplicate ACK each (a sender without SACK needs
-/// three), with SACK blocks when SACK is on (RFC 2018 §4: the first block holds the most
-/// recent segment). (The interpreter polls before each inbound segment; the owed count is
-/// kept across polls, so a burst handled in one poll gets its ACKs the same way.)
+/// Several out-of-order segments, each polled: one pure duplicate ACK each, with SACK blocks
+/// (RFC 2018 §4: the first block holds the most recent segment). (The interpreter polls
+/// before each inbound segment. Segments handled in one poll get one ACK each without SACK,
+/// where the sender counts duplicates, and one in all with SACK, where it counts SACKed
+/// data.)
 #[test]
 fn one_dupack_per_out_of_order_segment() {
     run_est(

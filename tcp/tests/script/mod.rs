@@ -10,7 +10,7 @@
 //!                           //   rwnd N|mss N|cubic|iw N|timewait MS|keepalive IDLE INTVL CNT|
 //!                           //   rto_init MS|rto_min MS|retries N|isn N (peer ISN)|ooo N|
 //!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)|
-//!                           //   finwait2 MS
+//!                           //   finwait2 MS|bbr
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
@@ -20,7 +20,7 @@
 //! 0    read 1000            // poll_readable drains exactly 1000 bytes, contents checked
 //! 0    send 2000            // Connection::send; record N = send_record
 //! 0    close | abort | none (no output) | state Established | event Closed(Reset) |
-//!      stat retransmissions 1 | emss 1448 | send_err N | cwnd N | rto MS
+//!      stat retransmissions 1 | emss 1448 | send_err N | cwnd N | rto MS | bbr STATE
 //! ```
 //! Inbound `seq` is relative to the peer ISN, inbound `ack` to our ISS; outbound the other
 //! way round, as packetdrill does. Flags: S F R P and `.` (ACK).
@@ -582,6 +582,7 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["swnd", n] => r.cfg.send_window = num(r, Some(n)),
             ["mss", n] => r.cfg.mss = num(r, Some(n)),
             ["cubic"] => r.cfg.cc = CongestionControl::Cubic,
+            ["bbr"] => r.cfg.cc = CongestionControl::Bbr,
             ["iw", n] => r.cfg.initial_cwnd_segments = num(r, Some(n)),
             ["rack", "on"] => r.cfg.rack_tlp = true,
             ["rack", "off"] => r.cfg.rack_tlp = false,
@@ -763,6 +764,12 @@ fn step(r: &mut Runner, t: &[&str]) {
             let got = r.conn_mut().rto().as_millis() as u64;
             if got != v {
                 r.fail(&format!("rto {got} ms"));
+            }
+        }
+        ["bbr", st] => {
+            let got = r.conn_mut().bbr_state().map(|b| b.0);
+            if got != Some(*st) {
+                r.fail(&format!("bbr state {got:?}"));
             }
         }
         ["cwnd", v] => {
