@@ -116,6 +116,46 @@ pub struct ClientCounters {
     pub qp_errors: u64,
 }
 
+/// The dataplane's per-QP counters summed over a client's QPs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpTotals {
+    /// FPDUs received completely.
+    pub fpdus_rx: u64,
+    /// Payload bytes placed into its memory.
+    pub bytes_placed: u64,
+    /// FPDUs sent.
+    pub fpdus_tx: u64,
+    /// FPDU bytes sent.
+    pub bytes_tx: u64,
+    /// FPDUs refused for a bad CRC.
+    pub crc_errors: u64,
+    /// TERMINATEs its QPs sent.
+    pub terminates_tx: u64,
+    /// TERMINATEs its QPs received.
+    pub terminates_rx: u64,
+    /// Completions with status success.
+    pub cqe_success: u64,
+    /// Completions flushed.
+    pub cqe_flushed: u64,
+    /// Completions with a local error.
+    pub cqe_local_error: u64,
+}
+
+impl QpTotals {
+    pub(crate) fn add(&mut self, c: &dataplane::rdma::stats::QpCounters) {
+        self.fpdus_rx += c.fpdus_rx;
+        self.bytes_placed += c.bytes_placed;
+        self.fpdus_tx += c.fpdus_tx;
+        self.bytes_tx += c.bytes_tx;
+        self.crc_errors += c.crc_errors;
+        self.terminates_tx += c.terminates_tx.values().sum::<u64>();
+        self.terminates_rx += c.terminates_rx.values().sum::<u64>();
+        self.cqe_success += c.cqe_success;
+        self.cqe_flushed += c.cqe_flushed;
+        self.cqe_local_error += c.cqe_local_error;
+    }
+}
+
 /// A connected client.
 pub(crate) struct Client {
     pub(crate) hello: bool,
@@ -133,6 +173,8 @@ pub(crate) struct Client {
     pub(crate) counters: ClientCounters,
     /// Completions of CQs already destroyed.
     pub(crate) completions_retired: u64,
+    /// Dataplane counters of QPs already destroyed.
+    pub(crate) qp_retired: QpTotals,
 }
 
 /// What a client holds (for stats and logs).
@@ -171,6 +213,7 @@ impl Client {
             releasing: HashMap::new(),
             counters: ClientCounters::default(),
             completions_retired: 0,
+            qp_retired: QpTotals::default(),
         }
     }
 
@@ -210,6 +253,7 @@ pub(crate) struct Departed {
     pub(crate) releasing: HashMap<QpNum, Releasing>,
     pub(crate) counters: ClientCounters,
     pub(crate) completions: u64,
+    pub(crate) qp_totals: QpTotals,
 }
 
 impl Departed {
@@ -220,6 +264,7 @@ impl Departed {
             releasing: c.releasing,
             counters: c.counters,
             completions: c.completions_retired,
+            qp_totals: c.qp_retired,
         }
     }
 }

@@ -28,7 +28,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-pub use client::{ClientCounters, Held};
+pub use client::{ClientCounters, Held, QpTotals};
 pub use stats::ClientStats;
 
 /// Where a client's CM events go (its socket, an in-process channel, a test vector).

@@ -470,6 +470,10 @@ impl Service {
         }
         match q.thread {
             Some(t) => {
+                // The engine forgets the QP's counters when it destroys it: keep them.
+                if let Some(qc) = self.engine.qp_stats().get(&q.qp_num) {
+                    c.qp_retired.add(qc);
+                }
                 let mut keep = Vec::new();
                 if let Some(s) = c.segments.get(&q.segment) {
                     keep.push(s.seg.clone());

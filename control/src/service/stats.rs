@@ -1,7 +1,7 @@
 //! Per-client counters for the stats file.
 
 use super::Service;
-use super::client::{ClientCounters, Held};
+use super::client::{ClientCounters, Held, QpTotals};
 use dataplane::rdma::ClientId;
 use dataplane::stats::render;
 
@@ -22,15 +22,27 @@ pub struct ClientStats {
     pub completions: u64,
     /// Event counters.
     pub counters: ClientCounters,
+    /// The dataplane's counters of its QPs (live and destroyed).
+    pub qp: QpTotals,
 }
 
 impl Service {
     /// Every client's counters, connected ones first.
     pub fn client_stats(&self) -> Vec<ClientStats> {
+        let live = self.engine.qp_stats();
         let mut v: Vec<ClientStats> = self
             .clients
             .iter()
             .map(|(ClientId(id), c)| ClientStats {
+                qp: {
+                    let mut t = c.qp_retired;
+                    for q in c.qps.values() {
+                        if let Some(qc) = live.get(&q.qp_num) {
+                            t.add(qc);
+                        }
+                    }
+                    t
+                },
                 client: *id,
                 pid: c.pid,
                 name: c.name.clone(),
@@ -51,6 +63,7 @@ impl Service {
             },
             completions: d.completions,
             counters: d.counters,
+            qp: d.qp_totals,
         }));
         v
     }
@@ -102,6 +115,16 @@ impl Service {
                     ("terminates_sent", c.terminates_sent),
                     ("qp_errors", c.qp_errors),
                     ("errors", c.errors),
+                    ("fpdus_rx", s.qp.fpdus_rx),
+                    ("bytes_placed", s.qp.bytes_placed),
+                    ("fpdus_tx", s.qp.fpdus_tx),
+                    ("bytes_tx", s.qp.bytes_tx),
+                    ("crc_errors", s.qp.crc_errors),
+                    ("qp_terminates_tx", s.qp.terminates_tx),
+                    ("qp_terminates_rx", s.qp.terminates_rx),
+                    ("cqe_success", s.qp.cqe_success),
+                    ("cqe_flushed", s.qp.cqe_flushed),
+                    ("cqe_local_error", s.qp.cqe_local_error),
                 ],
                 &mut out,
             );
