@@ -43,6 +43,9 @@ up() {
     [[ $(id -u) -eq 0 ]] || cannot "no Docker engine answers and not root to start dockerd"
     command -v dockerd >/dev/null || cannot "dockerd not found"
     mkdir -p "$STATE"
+    # dockerd creates the docker0 bridge (and leaves it when stopped): `down` removes it when it
+    # was not there before.
+    if ip link show docker0 >/dev/null 2>&1; then rm -f "$STATE/docker0.ours"; else touch "$STATE/docker0.ours"; fi
     echo "engine: starting dockerd (log: $STATE/dockerd.log)"
     # setsid: dockerd outlives this script; `down` stops it by the PID recorded here.
     setsid dockerd >"$STATE/dockerd.log" 2>&1 < /dev/null &
@@ -72,6 +75,11 @@ down() {
         kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$STATE/dockerd.pid"
+    if [[ -f $STATE/docker0.ours ]] && ip link show docker0 >/dev/null 2>&1; then
+        echo "engine: removing the docker0 bridge dockerd left"
+        ip link del docker0 2>/dev/null || true
+    fi
+    rm -f "$STATE/docker0.ours"
 }
 
 case ${1:-} in

@@ -18,6 +18,11 @@
 #       variant (default "ours=$BIN/iwarpd"), e.g. an older build or a [tcp] key changed:
 #       VARIANTS="new=target/release/iwarpd old=/tmp/iwarpd-old,tcp.rto_min_ms=200"
 #   MEMIF=1           also run the memif case  PATHS="iperf rx tx" which paths to run
+#   CAPTURE=dir       tcpdump (headers) on the kernel side of every run into dir/<case>.pcap
+#   LOGDIR=dir        keep iwarpd's logs (stats at exit) there (RUST_LOG=tcp::conn::timer=trace: RTO events)
+#   PROFILE=dir       while Linux sends (iperf and rx cases): perf record -a -g (both CPUs,
+#                     dir/<case>.perf), the Linux sender's `ss -tin` every 20 ms (dir/<case>.ss)
+#                     and the receiving veth's counters before/after (dir/<case>.link)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
@@ -30,7 +35,7 @@ VARIANTS=${VARIANTS:-"ours=$BIN/iwarpd"}
 MEMIF=${MEMIF:-1}
 PATHS=${PATHS:-"iperf rx tx"}
 [[ $(id -u) -eq 0 ]] || { echo "bench-tcp: run as root"; exit 1; }
-PEER=control/tests/tools/tcp_peer.py
+PEER=${PEER:-control/tests/tools/tcp_peer.py}
 work=$(mktemp -d /tmp/iwarp-bench-tcp.XXXXXX)
 K=iwbk$$ B=iwbb$$ D=iwbd$$
 pids=()
@@ -52,6 +57,9 @@ ip -n "$B" link set br0 up
 ip -n "$K" addr add 10.79.0.1/24 dev vbk; ip -n "$K" link set vbk up; ip -n "$K" link set lo up
 ip -n "$D" link set vbd up; ip -n "$D" link set lo up
 ip netns exec "$K" ethtool -K vbk tx off >/dev/null
+# Every case talks to 10.79.0.2: without this, Linux seeds each connection with the ssthresh
+# and RTT the previous one (another case, another loss rate) left in its TCP metrics cache.
+ip netns exec "$K" sysctl -qw net.ipv4.tcp_no_metrics_save=1
 results=$work/results.txt; : > "$results"
 
 loss() { # pct: drop TCP frames at random on the bridge, both directions
@@ -64,25 +72,74 @@ table bridge iwloss {
 EOT
 }
 
+# Nanoseconds the dataplane thread (dp0) of iwarpd <pid> has spent runnable but waiting for a
+# CPU (schedstat's run_delay): how long the busy-polling receiver was descheduled.
+dp_wait() {
+    local t
+    for t in /proc/"$1"/task/*; do
+        [[ $(cat "$t/comm" 2>/dev/null) == dp0 ]] && { awk '{print $2}' "$t/schedstat"; return; }
+    done
+    echo 0
+}
+
+prof_pid="" ss_pid="" prof_tag=""
+prof_start() { # tag: profile both CPUs and sample the Linux sender while a case runs (PROFILE)
+    [[ -n ${PROFILE:-} ]] || return 0
+    prof_tag=$1; mkdir -p "$PROFILE"; ip -s -s -n "$D" link show vbd > "$PROFILE/$1.link"
+    timeout 120 perf record -q -a -g -o "$PROFILE/$1.perf" > /dev/null 2>&1 & prof_pid=$!
+    ( for _ in $(seq 3000); do date +%s.%N; ip netns exec "$K" ss -tin dst 10.79.0.2; sleep 0.02; done ) \
+        > "$PROFILE/$1.ss" 2>&1 & ss_pid=$!
+    sleep 0.5
+}
+prof_stop() {
+    [[ -n $prof_pid ]] || return 0
+    kill "$ss_pid"; wait "$ss_pid" || true; kill -INT "$prof_pid"; wait "$prof_pid" || true
+    ip -s -s -n "$D" link show vbd >> "$PROFILE/$prof_tag.link"; prof_pid=""
+}
+
 iperf() { # cc pct mib
     ip -n "$D" addr add 10.79.0.2/24 dev vbd
     ip netns exec "$D" taskset -c 1 iperf3 -s -1 -p 5201 > /dev/null 2>&1 &
+    local srv=$!
     sleep 0.5
     local out
+    kdump > "$work/k0"
+    prof_start "iperf-$1-$2-$(date +%s)"
     out=$(ip netns exec "$K" taskset -c 0 iperf3 -c 10.79.0.2 -p 5201 -C "$1" -n "${3}M" -J)
-    python3 - "$1" "$2" "$3" <<PY | tee -a "$results"
+    prof_stop
+    kdump > "$work/k1"
+    python3 - "$1" "$2" "$3" "$(kdelta "$work/k0" "$work/k1")" <<PY | tee -a "$results"
 import json, sys
 j = json.loads('''$out''')
 e = j["end"]
-print(f"tcp case=linux->linux(iperf3) cc={sys.argv[1]} loss={sys.argv[2]} mib={sys.argv[3]} gbps={e['sum_received']['bits_per_second']/1e9:.3f} retransmits={e['sum_sent'].get('retransmits', 0)}")
+print(f"tcp case=linux->linux(iperf3) cc={sys.argv[1]} loss={sys.argv[2]} mib={sys.argv[3]} gbps={e['sum_received']['bits_per_second']/1e9:.3f} retransmits={e['sum_sent'].get('retransmits', 0)}{sys.argv[4]}")
 PY
-    wait
+    wait "$srv"
     ip -n "$D" addr del 10.79.0.2/24 dev vbd
 }
 
 # The kernel namespace's TCP RetransSegs counter (for Linux-side senders).
 kretrans() {
     ip netns exec "$K" awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "RetransSegs") c = i; h = 1 } else print $c }' /proc/net/snmp
+}
+
+# The kernel namespace's TCP counters (/proc/net/snmp Tcp and /proc/net/netstat TcpExt) as
+# name=value lines, and the deltas of KSTATS between two such dumps (the Linux sender's
+# recovery evidence: timeouts, probes, spurious-retransmission undo, D-SACKs received...).
+KSTATS=${KSTATS:-"TCPTimeouts TCPLossProbes TCPLossProbeRecovery TCPSpuriousRTOs TCPDSACKRecv TCPSACKReorder TCPLostRetransmit TCPFastRetrans TCPSlowStartRetrans TCPDSACKUndo TCPLossUndo TCPSackRecoveryFail TCPSACKReneging TCPBacklogDrop"}
+kdump() {
+    ip netns exec "$K" awk '/^(Tcp|TcpExt):/ { if (!(($1) in h)) { h[$1] = 1; for (i = 2; i <= NF; i++) n[$1, i] = $i } else { for (i = 2; i <= NF; i++) print n[$1, i] "=" $i; delete h[$1] } }' /proc/net/snmp /proc/net/netstat
+}
+# The Linux receiver's view of our sender: duplicates it received (D-SACKs it sent for old and
+# out-of-order duplicates = our spurious retransmissions) and its delayed/quick ACK counts.
+KRXSTATS=${KRXSTATS:-"TCPDSACKOldSent TCPDSACKOfoSent DelayedACKs TCPOFOQueue"}
+kdelta() { # before-file after-file [names]: " k_<name>=<delta>" for each name (KSTATS)
+    local k a b out=""
+    for k in ${3:-$KSTATS}; do
+        a=$(grep -m1 "^$k=" "$1" | cut -d= -f2); b=$(grep -m1 "^$k=" "$2" | cut -d= -f2)
+        out+=" k_$k=$(( ${b:-0} - ${a:-0} ))"
+    done
+    echo "$out"
 }
 
 # Variant fields: label, binary, extra [tcp] lines.
@@ -119,11 +176,21 @@ discard_sha256 = false"
     ip netns exec "$D" "$(vbin "$4")" --config "$work/rx.toml" > "$work/rx.log" 2>&1 &
     local p=$!; pids+=($p); sleep 2
     local k0 k1 g
-    k0=$(kretrans)
-    g=$(ip netns exec "$K" taskset -c 0 env CC="$1" python3 "$PEER" discard 10.79.0.2 9 $(( $3 << 20 )) | grep -o 'gbps=[0-9.]*' | cut -d= -f2)
-    k1=$(kretrans)
+    k0=$(kretrans); kdump > "$work/k0"
+    local o cs
+    local tag="rx-$1-$2-$(vlabel "$4")-$(date +%s)" s0 s1
+    s0=$(dp_wait "$p")
+    prof_start "$tag"
+    o=$(ip netns exec "$K" taskset -c 0 env CC="$1" python3 "$PEER" discard 10.79.0.2 9 $(( $3 << 20 )))
+    prof_stop "$tag"
+    s1=$(dp_wait "$p")
+    g=$(grep -o 'gbps=[0-9.]*' <<< "$o" | cut -d= -f2); cs=$(grep -o 'connect_secs=[0-9.]*' <<< "$o" | cut -d= -f2)
+    k1=$(kretrans); kdump > "$work/k1"
     kill -INT "$p"; wait "$p" || true; pids=()
-    echo "tcp case=linux->iwarpd cc=$1 loss=$2 mib=$3 gbps=${g:-0} retransmits=$((k1 - k0))(linux)$(vtag "$4")" | tee -a "$results"
+    [[ -z ${LOGDIR:-} ]] || { mkdir -p "$LOGDIR"; cp "$work/rx.log" "$LOGDIR/$tag.log"; }
+    c() { awk -v k="$1" '/^\[lcore.0.tcp\]/{f=1} f&&$1==k{print $3; exit}' "$work/rx.log"; }
+    l() { awk -v k="$1" '/^\[lcore.0\]/{f=1} f&&$1==k{print $3; exit}' "$work/rx.log"; }
+    echo "tcp case=linux->iwarpd cc=$1 loss=$2 mib=$3 gbps=${g:-0} retransmits=$((k1 - k0))(linux) connect_secs=${cs:-?}$(kdelta "$work/k0" "$work/k1") iwarpd_segs_out=$(c segs_out) ooo_held=$(c ooo_held) ooo_dropped=$(c ooo_dropped) timers_deferred=$(l timers_deferred) dp_runq_ms=$(( (s1 - s0) / 1000000 ))$(vtag "$4")" | tee -a "$results"
 }
 
 iwarpd_to_linux() { # cc pct mib variant
@@ -132,13 +199,16 @@ send_bytes = $(( $3 << 20 ))
 exit_after_send = true"
     ip netns exec "$K" taskset -c 0 env CC="$1" python3 "$PEER" server 5001 > "$work/srv.log" 2>&1 &
     local s=$!; sleep 0.5
+    kdump > "$work/k0"
     ip netns exec "$D" "$(vbin "$4")" --config "$work/tx.toml" > "$work/tx.log" 2>&1 || true
     wait "$s" || true
+    kdump > "$work/k1"
+    [[ -z ${LOGDIR:-} ]] || { mkdir -p "$LOGDIR"; cp "$work/tx.log" "$LOGDIR/tx-$1-$2-$(vlabel "$4")-$(date +%s).log"; }
     local g c
     g=$(grep -o 'gbps=[0-9.]*' "$work/srv.log" | cut -d= -f2)
     c() { awk -v k="$1" '/^\[lcore.0.tcp\]/{f=1} f&&$1==k{print $3; exit}' "$work/tx.log"; }
-    echo "tcp case=iwarpd->linux cc=$1 loss=$2 mib=$3 gbps=${g:-0} iwarpd_retransmits=$(c retransmissions) rtos=$(c rtos) tlp=$(c tlp_probes) spurious=$(c spurious_rtos)$(vtag "$4")" | tee -a "$results"
-    [[ -n $g ]] || { echo "bench-tcp: iwarpd -> Linux failed:"; tail -20 "$work/tx.log" "$work/srv.log"; }
+    echo "tcp case=iwarpd->linux cc=$1 loss=$2 mib=$3 gbps=${g:-0} iwarpd_retransmits=$(c retransmissions) rtos=$(c rtos) tlp=$(c tlp_probes) spurious=$(c spurious_rtos) undos=$(c rto_undos)$(kdelta "$work/k0" "$work/k1" "$KRXSTATS")$(vtag "$4")" | tee -a "$results"
+    [[ -n $g ]] || { echo "bench-tcp: iwarpd -> Linux failed:"; tail -n 20 "$work/tx.log" "$work/srv.log"; }
 }
 
 iwarpd_to_iwarpd_memif() { # cc mib
@@ -177,15 +247,23 @@ EOT
 
 has() { [[ " $PATHS " == *" $1 "* ]]; }
 
+cap_start() { # name: capture headers on the kernel's veth while a case runs
+    [[ -n ${CAPTURE:-} ]] || return 0
+    mkdir -p "$CAPTURE"
+    ip netns exec "$K" tcpdump -i vbk -s 128 -w "$CAPTURE/$1.pcap" tcp > /dev/null 2>&1 &
+    cap_pid=$!; sleep 0.5
+}
+cap_stop() { [[ -n ${CAPTURE:-} ]] || return 0; sleep 0.2; kill -INT "$cap_pid"; wait "$cap_pid" || true; }
+
 for r in $(seq "$ROUNDS"); do
     for cc in $CCS; do
         for pct in $LOSSES; do
             mib=$MIB; (( pct >= 5 )) && mib=$LOSS_MIB
             loss "$pct"
-            if has iperf; then iperf "$cc" "$pct" "$mib"; fi
+            if has iperf; then cap_start "iperf-$cc-$pct-$r"; iperf "$cc" "$pct" "$mib"; cap_stop; fi
             for v in $VARIANTS; do
-                if has rx; then linux_to_iwarpd "$cc" "$pct" "$mib" "$v"; fi
-                if has tx; then iwarpd_to_linux "$cc" "$pct" "$mib" "$v"; fi
+                if has rx; then cap_start "rx-$cc-$pct-$(vlabel "$v")-$r"; linux_to_iwarpd "$cc" "$pct" "$mib" "$v"; cap_stop; fi
+                if has tx; then cap_start "tx-$cc-$pct-$(vlabel "$v")-$r"; iwarpd_to_linux "$cc" "$pct" "$mib" "$v"; cap_stop; fi
             done
         done
         loss 0

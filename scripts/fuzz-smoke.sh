@@ -37,6 +37,30 @@ printf 'MPA ID Rep Frame\x30\x02\x00\x04\x00\x00\x00\x00' > corpus/mpa_reqrep/si
 printf '\x01\x00\x00\x00\x00\x00\x00\x00\x00\x0e\xc1\x40\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' \
     > corpus/mpa_deframer/zero_len_write
 
+# tcp_iface: [config byte] then ops; op 0 = a frame of 2 * (next byte) bytes. Seeds: an ARP
+# request for 10.0.0.1 (the target's address) and an ICMP echo request to it (checksums right).
+mkdir -p corpus/tcp_iface
+python3 - corpus/tcp_iface <<'PY'
+import struct, sys
+def csum(b):
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+us, peer = bytes([2, 0, 0, 0, 0, 1]), bytes([2, 0, 0, 0, 0, 2])
+arp = b"\xff" * 6 + peer + b"\x08\x06" + bytes.fromhex("0001080006040001") + peer \
+    + bytes([10, 0, 0, 2]) + bytes(6) + bytes([10, 0, 0, 1])
+icmp = bytearray(b"\x08\x00\x00\x00\x00\x01\x00\x01" + b"ping")
+icmp[2:4] = struct.pack("!H", csum(bytes(icmp)))
+ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), 1, 0, 64, 1, 0,
+                           bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1])))
+ip[10:12] = struct.pack("!H", csum(bytes(ip)))
+echo = us + peer + b"\x08\x00" + bytes(ip) + bytes(icmp)
+for name, frame in (("arp_request", arp), ("icmp_echo", echo)):
+    frame += bytes(len(frame) % 2)
+    open(f"{sys.argv[1]}/{name}", "wb").write(bytes([0, 0, len(frame) // 2]) + frame + b"\x05")
+PY
+
 fail=0
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"

@@ -23,10 +23,10 @@ pub use wqe::{RecvWqe, Sge, Wqe, WqeOpcode};
 
 /// Version of the client/daemon ABI (entry layouts, ring layout, control messages). A client
 /// announcing another version in its `Hello` is refused with `ErrorCode::AbiVersion`.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// [`ABI_VERSION`] as text (for `--version` lines).
-pub const ABI_VERSION_STR: &str = "1";
+pub const ABI_VERSION_STR: &str = "2";
 
 const fn parse_u32(s: &str) -> u32 {
     let b = s.as_bytes();

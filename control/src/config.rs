@@ -1,6 +1,7 @@
 //! `iwarpd` configuration (TOML). Unknown keys and bad values are errors that name the key and
 //! the allowed values; see configs/README.md for every key.
 
+use dataplane::rdma::diag::DiagOp;
 use serde::Deserialize;
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -78,6 +79,8 @@ pub struct ControlSection {
     pub max_clients: u32,
     /// Permission bits of the socket file, octal ("0600".."0777"): who may connect.
     pub socket_mode: String,
+    /// Test only: clients may break their QPs' next FPDU (`InjectFault`; default false).
+    pub allow_faults: bool,
 }
 
 impl Default for ControlSection {
@@ -86,6 +89,7 @@ impl Default for ControlSection {
             socket: "/run/iwarpd.sock".into(),
             max_clients: 256,
             socket_mode: "0660".into(),
+            allow_faults: false,
         }
     }
 }
@@ -121,6 +125,9 @@ pub struct MpaSection {
     pub private_data_max: usize,
     /// MPA startup timeout in milliseconds (100..=600000).
     pub timeout_ms: u64,
+    /// An FPDU that stays half-received this long ends the stream with a TERMINATE, in
+    /// milliseconds (100..=600000; siw has no such timer and hangs).
+    pub rx_timeout_ms: u64,
 }
 
 impl Default for MpaSection {
@@ -134,6 +141,7 @@ impl Default for MpaSection {
             ord: 16,
             private_data_max: 252,
             timeout_ms: 10_000,
+            rx_timeout_ms: 5_000,
         }
     }
 }
@@ -233,6 +241,11 @@ pub struct DataplaneSection {
     /// "stack" (full processing) or "echo" (swap MACs and bounce: the poll-loop benchmark).
     #[serde(default = "default_mode")]
     pub mode: String,
+    /// "spin" (poll without pause, a core of its own) or "yield" (`sched_yield` after an
+    /// iteration that received and sent nothing: for cores shared with the application's
+    /// polling thread, as in embedded mode on a 2-core machine).
+    #[serde(default = "default_idle")]
+    pub idle: String,
 }
 
 fn default_cores() -> Vec<usize> {
@@ -247,6 +260,9 @@ fn default_mbuf_cache() -> u32 {
 fn default_mode() -> String {
     "stack".into()
 }
+fn default_idle() -> String {
+    "spin".into()
+}
 
 impl Default for DataplaneSection {
     fn default() -> Self {
@@ -255,6 +271,7 @@ impl Default for DataplaneSection {
             mbufs: default_mbufs(),
             mbuf_cache: 256,
             mode: default_mode(),
+            idle: default_idle(),
         }
     }
 }
@@ -313,6 +330,9 @@ pub struct TcpSection {
     /// Minimum RTO in milliseconds. 200 (Linux's value) by default: a smaller one fires before
     /// a Linux peer's delayed ACK (40 ms and more) and collapses the congestion window.
     pub rto_min_ms: u64,
+    /// Minimum RTO in milliseconds while two or more full segments are outstanding (the peer
+    /// ACKs every second segment at once, so no delayed-ACK allowance); at most rto_min_ms.
+    pub rto_min_bulk_ms: u64,
     /// Initial RTO in milliseconds.
     pub rto_initial_ms: u64,
     /// Maximum RTO in milliseconds.
@@ -324,10 +344,18 @@ pub struct TcpSection {
     /// Out-of-order segments smaller than a quarter of the MSS held per connection.
     pub max_ooo_small_segments: usize,
     /// Out-of-order segments (mbufs) held over all connections of a dataplane thread; 0: a
-    /// quarter of `dataplane.mbufs`.
+    /// quarter of `dataplane.mbufs` split between the threads (the pool is shared).
     pub max_ooo_mbufs: usize,
     /// SYN cookies (RFC 4987) once `syn_backlog` half-open connections wait on a listener.
     pub syn_cookies: bool,
+    /// RACK-TLP loss detection (RFC 8985) with SACK peers; off: RFC 6675 DupThresh.
+    pub rack_tlp: bool,
+    /// Proportional Rate Reduction (RFC 6937) in loss recovery (CUBIC, NewReno).
+    pub prr: bool,
+    /// HyStart++ (RFC 9406) in the initial slow start (CUBIC, NewReno).
+    pub hystart: bool,
+    /// Undo spurious retransmission timeouts (RFC 3522 detection, RFC 4015 response).
+    pub rto_undo: bool,
     /// Half-open connections per listener before SYN cookies.
     pub syn_backlog: usize,
     /// Connections per dataplane thread.
@@ -353,6 +381,7 @@ impl Default for TcpSection {
             keepalive_secs: 0,
             time_wait_ms: 60_000,
             rto_min_ms: 200,
+            rto_min_bulk_ms: 20,
             rto_initial_ms: 1000,
             rto_max_ms: 60_000,
             max_ooo_bytes: 4 << 20,
@@ -360,6 +389,10 @@ impl Default for TcpSection {
             max_ooo_small_segments: 64,
             max_ooo_mbufs: 0,
             syn_cookies: true,
+            rack_tlp: true,
+            prr: true,
+            hystart: true,
+            rto_undo: true,
             syn_backlog: 256,
             max_connections: 65536,
             max_listener_connections: 65536,
@@ -424,7 +457,9 @@ pub struct DiagSection {
     #[serde(default)]
     pub rdma_connect: Option<String>,
     /// Generator operations, in order: "write", "send", "read", "oob" (a Write across the
-    /// end of the sink, which must draw the TERMINATE).
+    /// end of the sink, which must draw the TERMINATE), "send_inv", "send_se", "write_imm",
+    /// "fetch_add", "cmp_swap", and the test-only fault ops "badcrc", "truncate", "fin",
+    /// "rst" (a Write whose first FPDU is broken: docs/rdma-seams.md "Fault switches").
     #[serde(default = "default_rdma_ops")]
     pub rdma_ops: Vec<String>,
     /// Generator sizes in bytes (each operation runs at each size), each <= `rdma_buffer`.
@@ -637,6 +672,15 @@ impl Config {
                 ),
             ));
         }
+        if !matches!(self.dataplane.idle.as_str(), "spin" | "yield") {
+            return Err(bad(
+                "dataplane.idle",
+                format!(
+                    "{:?} is not allowed, expected \"spin\" or \"yield\"",
+                    self.dataplane.idle
+                ),
+            ));
+        }
         if self.dataplane.mbufs < 1024 {
             return Err(bad(
                 "dataplane.mbufs",
@@ -763,6 +807,13 @@ impl Config {
                 ),
             );
         }
+        if t.rto_min_bulk_ms == 0 {
+            return bad(
+                "rto_min_bulk_ms",
+                "0 is not allowed: 0 < rto_min_bulk_ms (values above rto_min_ms act as rto_min_ms)"
+                    .to_string(),
+            );
+        }
         if t.rto_initial_ms > t.rto_max_ms {
             return bad(
                 "rto_initial_ms",
@@ -845,11 +896,12 @@ impl Config {
             ));
         }
         for op in &d.rdma_ops {
-            if !matches!(op.as_str(), "write" | "send" | "read" | "oob") {
+            if DiagOp::parse(op).is_none() {
                 return Err(bad(
                     "diag.rdma_ops",
                     format!(
-                        "{op:?} is not allowed, expected \"write\", \"send\", \"read\" or \"oob\""
+                        "{op:?} is not allowed, expected one of {}",
+                        DiagOp::NAMES.map(|o| format!("{o:?}")).join(", ")
                     ),
                 ));
             }
@@ -935,6 +987,12 @@ impl Config {
             return Err(bad(
                 "mpa.timeout_ms",
                 format!("{} is out of range, allowed 100..=600000", m.timeout_ms),
+            ));
+        }
+        if !(100..=600_000).contains(&m.rx_timeout_ms) {
+            return Err(bad(
+                "mpa.rx_timeout_ms",
+                format!("{} is out of range, allowed 100..=600000", m.rx_timeout_ms),
             ));
         }
         Ok(())
@@ -1056,6 +1114,11 @@ mod tests {
                 "\"stack\" or \"echo\"",
             ),
             (
+                &format!("{MINIMAL}[dataplane]\nidle = \"nap\"\n"),
+                "dataplane.idle",
+                "\"spin\" or \"yield\"",
+            ),
+            (
                 &format!("{MINIMAL}[dataplane]\ncores = [999]\n"),
                 "dataplane.cores",
                 "does not exist",
@@ -1138,6 +1201,11 @@ mod tests {
                 "rto_initial_ms",
             ),
             (
+                &format!("{MINIMAL}[tcp]\nrto_min_bulk_ms = 0\n"),
+                "tcp.rto_min_bulk_ms",
+                "0 < rto_min_bulk_ms",
+            ),
+            (
                 &format!("{MINIMAL}[tcp]\nsyn_backlog = 0\n"),
                 "tcp.syn_backlog",
                 ">= 1",
@@ -1195,6 +1263,11 @@ mod tests {
             (
                 &format!("{MINIMAL}[mpa]\ntimeout_ms = 5\n"),
                 "mpa.timeout_ms",
+                "out of range",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nrx_timeout_ms = 700000\n"),
+                "mpa.rx_timeout_ms",
                 "100..=600000",
             ),
             (

@@ -6,6 +6,7 @@ use crate::eal_args::{self, RUNTIME_DIR};
 use crate::server::ControlServer;
 use crate::service::{Service, ServiceConfig};
 use anyhow::{Context, Result};
+use dataplane::arpbus::ArpBus;
 use dataplane::clock::TscClock;
 use dataplane::eal::{Eal, ShutdownOutcome};
 use dataplane::extbuf::ExtRegion;
@@ -13,6 +14,7 @@ use dataplane::lcore::{self, LcoreReport, LcoreSetup, LoopMode, PingRequest};
 use dataplane::mempool::{Mempool, data_room_for_mtu};
 use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
+use dataplane::pump::{self, Pump};
 use dataplane::rdma::diag::{DiagOp, DiagRdmaConfig};
 use dataplane::rdma::{CrcMode, EngineConfig, EngineHandle, MemTable, engine_channels};
 use dataplane::rss::RssSteering;
@@ -36,7 +38,19 @@ pub fn run(cfg: &Config) -> Result<i32> {
 pub struct RunOptions {
     /// Embedded: no signal handlers, no control socket; the control server is handed to
     /// this callback once the dataplane runs (`crate::embedded`).
-    pub embedded: Option<Box<dyn Fn(Arc<ControlServer>) + Send + Sync>>,
+    /// The pumps let the application step the dataplane loops itself (`dataplane::pump`).
+    #[allow(clippy::type_complexity)]
+    pub embedded: Option<Box<dyn Fn(Arc<ControlServer>, Vec<Arc<Pump>>) + Send + Sync>>,
+}
+
+/// Print a report line: to stdout as the daemon, to stderr when embedded (the application's
+/// stdout is its own: `iwarp-perf` prints perftest's tables there).
+fn say(opts: &RunOptions, text: &str) {
+    if opts.embedded.is_some() {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
+    }
 }
 
 /// [`run`] with options.
@@ -55,8 +69,11 @@ pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
     // every port, queue and mbuf is gone (see dataplane::eal).
     drop(eal);
     match dataplane::eal::shutdown_outcome() {
-        Some(ShutdownOutcome::CleanedUp) => println!("iwarpd: EAL shutdown: cleaned up"),
-        other => println!("iwarpd: EAL shutdown: left to the process exit ({other:?})"),
+        Some(ShutdownOutcome::CleanedUp) => say(opts, "iwarpd: EAL shutdown: cleaned up"),
+        other => say(
+            opts,
+            &format!("iwarpd: EAL shutdown: left to the process exit ({other:?})"),
+        ),
     }
     // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind, even with --in-memory.
     let dir = std::path::Path::new(RUNTIME_DIR).join(&plan.file_prefix);
@@ -96,6 +113,9 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         promiscuous: cfg.port.promiscuous,
     };
     let port = Port::start(cfg.port_name(), &pcfg, &pool).context("port bring-up")?;
+    if !port.info().mtu_set {
+        check_kernel_mtu(&cfg.port.device, cfg.port.mtu);
+    }
     let memif_socket = memif_socket_path(&cfg.port.device);
 
     let cidr = parse_cidr(&cfg.port.ip).context("port.ip")?;
@@ -110,15 +130,18 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         mtu: cfg.port.mtu,
         ..IfaceConfig::new(port.info().mac, cidr.addr.octets(), cidr.prefix)
     };
-    println!(
-        "iwarpd: port {} ({}) mac {} ip {} mtu {} queues {} mode {}",
-        port.info().name,
-        port.info().driver,
-        fmt_mac(&port.info().mac),
-        cfg.port.ip,
-        cfg.port.mtu,
-        nq,
-        cfg.dataplane.mode
+    say(
+        opts,
+        &format!(
+            "iwarpd: port {} ({}) mac {} ip {} mtu {} queues {} mode {}",
+            port.info().name,
+            port.info().driver,
+            fmt_mac(&port.info().mac),
+            cfg.port.ip,
+            cfg.port.mtu,
+            nq,
+            cfg.dataplane.mode
+        ),
     );
     let mode = if cfg.dataplane.mode == "echo" {
         LoopMode::Echo
@@ -145,11 +168,16 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             1 << 20,
             u64::from_le_bytes(random_secret()[..8].try_into()?),
         ),
-        EngineConfig::default(),
+        EngineConfig {
+            rx_timeout: netcore::Duration::from_millis(cfg.mpa.rx_timeout_ms),
+            ..EngineConfig::default()
+        },
     );
     let diag_rdma = diag_rdma_config(cfg);
     // One clock for every thread: one origin, so Instants agree across threads.
     let clock = TscClock::new(eal);
+    // With several queues, ARP lands on one of them: every thread sees every ARP frame.
+    let arp_bus = (nq > 1).then(|| ArpBus::new(usize::from(nq)));
     let mut queues = (0..nq)
         .map(|q| port.queue(q))
         .collect::<Result<Vec<_>, _>>()
@@ -164,6 +192,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             clock,
             iface: iface.clone(),
             mode,
+            idle_yield: cfg.dataplane.idle == "yield",
             // The diagnostic ping and the sender run on the first thread only.
             ping: if i == 0 { ping } else { None },
             tcp: tcp_cfg.clone(),
@@ -184,6 +213,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             rdma: rdma_setups.get(i).cloned(),
             // The sink listens on every thread (RSS puts a connection anywhere); the generator
             // runs on the first.
+            arp_bus: arp_bus.clone(),
             diag_rdma: diag_rdma.clone().map(|mut d| {
                 if i != 0 {
                     d.connect = None;
@@ -219,8 +249,14 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         ControlServer::start(Arc::new(Mutex::new(service)), socket)
             .with_context(|| format!("control socket {}", cfg.control.socket))?,
     );
+    // Embedded: each dataplane loop can be stepped by the application too.
+    let pumps: Vec<Arc<Pump>> = setups
+        .iter()
+        .filter(|_| opts.embedded.is_some())
+        .map(|s| Arc::new(Pump::new(s.clock)))
+        .collect();
     if let Some(cb) = &opts.embedded {
-        cb(server.clone());
+        cb(server.clone(), pumps.clone());
     }
 
     let started = WallClock::now();
@@ -228,6 +264,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
         let mut handles = Vec::new();
         for ((setup, sh), queue) in setups.iter().zip(&shared).zip(queues.drain(..)) {
+            let pump = pumps.get(setup.index).cloned();
             let core = cfg.dataplane.cores[setup.index];
             let core_id = core_ids.iter().find(|c| c.id == core).copied();
             let pool = &pool;
@@ -246,7 +283,10 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
                         lcore_id = lcore.lcore_id(),
                         "dataplane thread running"
                     );
-                    let r = lcore::run(setup, queue, pool, sh);
+                    let r = match &pump {
+                        Some(p) => pump::run(lcore::Lcore::new(setup, queue, pool), p, sh),
+                        None => lcore::run(setup, queue, pool, sh),
+                    };
                     drop(lcore);
                     Ok(r)
                 })
@@ -280,7 +320,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     );
     report.push_str(&control_stats(&server));
     dataplane::rdma::stats::render(&engine.qp_stats(), &mut report);
-    println!("{report}");
+    say(opts, &report);
     let mut status = ping_status(&reports, ping.as_ref());
     if let Some(r) = reports.first().and_then(|r| r.rdma_diag.as_ref())
         && cfg.diag.rdma_connect.is_some()
@@ -411,6 +451,9 @@ fn render_all(
                 ("accepted", n.accepted),
                 ("reaped", n.reaped),
                 ("tx_no_neighbor", n.tx_no_neighbor),
+                ("tx_held_neighbor", n.tx_held_neighbor),
+                ("tx_wait_neighbor", n.tx_wait_neighbor),
+                ("tx_backpressure", n.tx_backpressure),
                 ("tx_no_mbuf", n.tx_no_mbuf),
             ],
             &mut out,
@@ -471,12 +514,14 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         time_wait: ms(t.time_wait_ms),
         rto_initial: ms(t.rto_initial_ms),
         rto_min: ms(t.rto_min_ms),
+        rto_min_bulk: ms(t.rto_min_bulk_ms.min(t.rto_min_ms)),
         rto_max: ms(t.rto_max_ms),
         max_ooo_bytes: t.max_ooo_bytes,
         max_ooo_segments: t.max_ooo_segments,
         max_ooo_small_segments: t.max_ooo_small_segments,
+        // The pool is shared by every thread: a quarter of it, split between them.
         max_ooo_segments_total: if t.max_ooo_mbufs == 0 {
-            cfg.dataplane.mbufs as usize / 4
+            (cfg.dataplane.mbufs as usize / 4 / cfg.dataplane.cores.len().max(1)).max(1)
         } else {
             t.max_ooo_mbufs
         },
@@ -485,6 +530,10 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         max_connections: t.max_connections,
         max_listener_connections: t.max_listener_connections,
         fin_wait2_timeout: (t.fin_wait2_ms > 0).then(|| ms(t.fin_wait2_ms)),
+        rack_tlp: t.rack_tlp,
+        prr: t.prr,
+        hystart: t.hystart,
+        rto_undo: t.rto_undo,
         ..TcpConfig::default()
     }
 }
@@ -559,6 +608,35 @@ fn random_secret() -> [u8; 16] {
         b[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
     }
     b
+}
+
+/// For a device on a kernel interface (af_packet, af_xdp: `iface=` in the device string)
+/// whose MTU DPDK did not set: the interface's own MTU must allow our frames, else the kernel
+/// drops them. Warn with the remedy when it is smaller.
+fn check_kernel_mtu(device: &str, mtu: u16) {
+    let Some(iface) = device
+        .split(',')
+        .find_map(|kv| kv.trim().strip_prefix("iface="))
+    else {
+        return;
+    };
+    let path = format!("/sys/class/net/{iface}/mtu");
+    let Some(have) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    if have < u32::from(mtu) {
+        tracing::warn!(
+            iface,
+            have,
+            want = mtu,
+            "the interface's MTU is smaller than port.mtu: larger frames are dropped by the kernel (ip link set {iface} mtu {mtu})"
+        );
+    } else {
+        tracing::info!(iface, mtu = have, "interface MTU allows port.mtu");
+    }
 }
 
 fn tcp_fields(s: &TcpStats) -> Vec<(&'static str, u64)> {

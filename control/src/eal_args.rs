@@ -1,6 +1,7 @@
 //! EAL arguments from the config (see ../shared/DPDK.md for what works on virtual machines).
 
 use crate::config::{Config, Hugepages, is_pci_address};
+use dataplane::mempool::{HEADROOM, data_room_for_mtu};
 
 /// Where DPDK keeps a process's runtime files when it is not `--in-memory`.
 pub const RUNTIME_DIR: &str = "/var/run/dpdk";
@@ -37,7 +38,7 @@ pub fn plan(cfg: &Config, free_huge: u64, pid: u32) -> Result<EalPlan, String> {
     } else {
         // Never probe the machine's own PCI NIC when running on a virtual device.
         args.push("--no-pci".into());
-        args.push(format!("--vdev={dev}"));
+        args.push(format!("--vdev={}", sized_vdev(dev, cfg.port.mtu)));
     }
     // Need about memory_mb/2 pages; leave the decision to `hugepages`.
     let want_pages = u64::from(cfg.eal.memory_mb / 2).max(64);
@@ -73,6 +74,64 @@ pub fn plan(cfg: &Config, free_huge: u64, pid: u32) -> Result<EalPlan, String> {
         args,
         file_prefix: prefix,
     })
+}
+
+/// `net_af_packet`'s ring frames are 2 KiB unless `framesz` says otherwise: a frame at a
+/// larger MTU is then truncated on receive and dropped on transmit. When the device string
+/// names neither `framesz` nor `blocksz`, size them from the MTU: a ring frame as large as
+/// one mbuf's data room (the PMD refuses frames larger than the mbufs it copies into, and
+/// the kernel puts 66 bytes of header in front of the Ethernet frame: the data room's slack
+/// covers it), blocks the smallest multiple of the frame and the 4 KiB page, and `framecnt`
+/// rounded up to whole blocks. Other devices are returned unchanged.
+pub fn sized_vdev(dev: &str, mtu: u16) -> String {
+    let mut parts = dev.split(',');
+    let driver = parts.next().unwrap_or("");
+    if driver.starts_with("net_memif") {
+        return sized_memif(dev, mtu);
+    }
+    let is_af_packet = driver.starts_with("net_af_packet");
+    let framesz = usize::from(data_room_for_mtu(mtu) - HEADROOM);
+    let has = |k: &str| dev.split(',').skip(1).any(|kv| kv.trim().starts_with(k));
+    if !is_af_packet || framesz <= 2048 || has("framesz=") || has("blocksz=") {
+        return dev.to_owned();
+    }
+    let page = 4096;
+    let blocksz = framesz / gcd(framesz, page) * page;
+    let per_block = blocksz / framesz;
+    let mut out: Vec<String> = vec![dev.split(',').next().unwrap_or(dev).to_owned()];
+    let mut framecnt = 512; // the PMD's default
+    for kv in dev.split(',').skip(1) {
+        match kv.trim().strip_prefix("framecnt=").map(str::parse::<usize>) {
+            Some(Ok(n)) => framecnt = n,
+            _ => out.push(kv.to_owned()),
+        }
+    }
+    let framecnt = framecnt.div_ceil(per_block) * per_block;
+    out.push(format!(
+        "framecnt={framecnt},framesz={framesz},blocksz={blocksz}"
+    ));
+    out.join(",")
+}
+
+/// memif's shared-memory buffers are 2 KiB unless `bsize` says otherwise, and a larger frame
+/// spans several ring slots. DPDK 22.11's memif mishandles such frames under load (seen with
+/// chained jumbo frames: the receiver got frames glued together and stale slots replayed), so
+/// when the device string does not name `bsize`, make one buffer hold a whole frame at the
+/// MTU (a power of two, as memif requires).
+fn sized_memif(dev: &str, mtu: u16) -> String {
+    let frame = usize::from(mtu) + 14 + 4;
+    let has_bsize = dev
+        .split(',')
+        .skip(1)
+        .any(|kv| kv.trim().starts_with("bsize="));
+    if frame <= 2048 || has_bsize {
+        return dev.to_owned();
+    }
+    format!("{dev},bsize={}", frame.next_power_of_two())
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 #[cfg(test)]
@@ -135,5 +194,51 @@ mod tests {
             p.args
         );
         assert!(!p.args.contains(&"--no-pci".to_owned()));
+    }
+
+    #[test]
+    fn af_packet_frames_sized_from_the_mtu() {
+        // The default 2 KiB frames hold a 1500-byte MTU: unchanged.
+        assert_eq!(
+            sized_vdev("net_af_packet0,iface=v", 1500),
+            "net_af_packet0,iface=v"
+        );
+        let j = sized_vdev("net_af_packet0,iface=v,framecnt=2048", 9000);
+        assert_eq!(
+            j,
+            "net_af_packet0,iface=v,framecnt=2048,framesz=9216,blocksz=36864"
+        );
+        // Ring frames hold the MTU plus the kernel's 66 header bytes and fit one mbuf (the
+        // PMD checks framesz - 32 <= data room); blocks are whole pages and whole frames.
+        for mtu in [1960u16, 4000, 8938, 9000, 9216] {
+            let s = sized_vdev("net_af_packet0,iface=v,framecnt=1000", mtu);
+            let num = |k: &str| -> usize {
+                s.split(',')
+                    .find_map(|kv| kv.strip_prefix(k))
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            let (f, b, n) = (num("framesz="), num("blocksz="), num("framecnt="));
+            assert!(f >= usize::from(mtu) + 14 + 66, "{s}");
+            assert!(
+                f - 32 <= usize::from(data_room_for_mtu(mtu) - HEADROOM),
+                "{s}"
+            );
+            assert_eq!((b % 4096, b % f, n % (b / f)), (0, 0, 0), "{s}");
+            assert!(n >= 1000, "{s}");
+        }
+        // The user's own sizes and other devices are left alone.
+        let own = "net_af_packet0,iface=v,framesz=16384,blocksz=16384";
+        assert_eq!(sized_vdev(own, 9000), own);
+        // memif: one shared buffer per frame.
+        let memif = "net_memif0,role=server";
+        assert_eq!(sized_vdev(memif, 1500), memif);
+        assert_eq!(
+            sized_vdev(memif, 9000),
+            "net_memif0,role=server,bsize=16384"
+        );
+        let own = "net_memif0,role=server,bsize=65536";
+        assert_eq!(sized_vdev(own, 9000), own);
     }
 }

@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::daemon::{RunOptions, run_with};
 use crate::server::ControlServer;
 use anyhow::{Context, Result, anyhow};
+use dataplane::pump::Pump;
 use shm::SeqPacket;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -37,26 +38,28 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub struct Embedded {
     server: Arc<ControlServer>,
+    pumps: Vec<Arc<Pump>>,
     thread: Option<JoinHandle<Result<i32>>>,
 }
 
 /// Bring the engine up in background threads; returns once clients can connect.
 pub fn start(cfg: Config) -> Result<Embedded> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<ControlServer>>(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<ControlServer>, Vec<Arc<Pump>>)>(1);
     let thread = std::thread::Builder::new()
         .name("iwarpd-embedded".into())
         .spawn(move || {
             let opts = RunOptions {
-                embedded: Some(Box::new(move |srv| {
-                    let _ = tx.send(srv);
+                embedded: Some(Box::new(move |srv, pumps| {
+                    let _ = tx.send((srv, pumps));
                 })),
             };
             run_with(&cfg, &opts)
         })
         .context("spawn the embedded engine")?;
     match rx.recv_timeout(START_TIMEOUT) {
-        Ok(server) => Ok(Embedded {
+        Ok((server, pumps)) => Ok(Embedded {
             server,
+            pumps,
             thread: Some(thread),
         }),
         Err(_) if thread.is_finished() => match thread.join() {
@@ -77,6 +80,17 @@ impl Embedded {
     /// A new control connection, served like one accepted on the daemon's socket.
     pub fn connect(&self) -> std::io::Result<SeqPacket> {
         self.server.connect_pair()
+    }
+
+    /// Step every dataplane loop once from the calling thread (run-to-completion mode,
+    /// `dataplane::pump`): a loop another thread is stepping is skipped. While a thread keeps
+    /// calling this, the dataplane threads nap instead of polling. Returns whether any ran.
+    pub fn poll(&self) -> bool {
+        let mut ran = false;
+        for p in &self.pumps {
+            ran |= p.poll();
+        }
+        ran
     }
 
     /// The `[control]` and `[client.N]` counters.

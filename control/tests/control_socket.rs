@@ -221,6 +221,7 @@ fn in_process_server(dir: &TempDir, threads: usize) -> (ControlServer, PathBuf) 
         mpa: Default::default(),
         max_clients: 16,
         limits: Default::default(),
+        allow_faults: false,
     };
     let svc = Arc::new(Mutex::new(Service::new(Arc::new(engine), cfg)));
     let path = dir.path("ctl.sock");

@@ -184,6 +184,7 @@ fn client_killed_mid_connection() {
         private_data: held.rkey.to_le_bytes().to_vec(),
         ird: 4,
         ord: 4,
+        mpa: Default::default(),
     });
     assert_eq!(r, Response::Done {});
     let ev = server.event(Duration::from_secs(20));

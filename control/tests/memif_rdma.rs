@@ -6,32 +6,10 @@
 mod common;
 
 use common::memif::MemifPair;
-use common::root_or_skip;
+use common::{diag_ops as ops, root_or_skip};
 use std::time::Duration;
 
 const SIZES: [u64; 5] = [0, 1, 4096, 1 << 20, 8 << 20];
-
-/// `(op, bytes, sha256, peer_sha256, ok)` of every `prefix` line.
-fn ops(out: &str, prefix: &str) -> Vec<(String, u64, String, String, bool)> {
-    out.lines()
-        .filter(|l| l.starts_with(prefix))
-        .map(|l| {
-            let f = |k: &str| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
-                    .unwrap_or("")
-                    .to_string()
-            };
-            (
-                f("op"),
-                f("bytes").parse().unwrap_or(u64::MAX),
-                f("sha256"),
-                f("peer_sha256"),
-                f("ok") == "true",
-            )
-        })
-        .collect()
-}
 
 fn run(name: &str, extra: &str, by_ref: bool) {
     let mut pair = MemifPair::new(name);

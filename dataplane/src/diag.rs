@@ -9,7 +9,7 @@
 use netcore::Instant;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::sync::Arc;
 use tcp::SendSource;
 
 /// Largest payload one received segment can carry (jumbo MTU).
@@ -196,7 +196,7 @@ impl Discard {
 /// Sender: `total` pattern bytes then their SHA-256.
 #[derive(Debug)]
 pub struct Sender {
-    pattern: Rc<Pattern>,
+    pattern: Arc<Pattern>,
     /// Where in the pattern this connection's stream starts (connections differ).
     shift: u64,
     hash: bool,
@@ -217,7 +217,7 @@ const SEND_CHUNK: u64 = 256 * 1024;
 impl Sender {
     /// A sender of `total` bytes of `pattern` from `shift` on, followed by their SHA-256
     /// when `hash` (a 32-byte trailer of zeros otherwise, for benchmarks).
-    pub fn new(total: u64, pattern: Rc<Pattern>, shift: u64, hash: bool) -> Self {
+    pub fn new(total: u64, pattern: Arc<Pattern>, shift: u64, hash: bool) -> Self {
         Sender {
             pattern,
             shift,
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn sender_stream_ends_with_its_sha256() {
-        let mut s = Sender::new(1_000_003, Rc::new(Pattern::new(42)), 77, true);
+        let mut s = Sender::new(1_000_003, Arc::new(Pattern::new(42)), 77, true);
         let mut queued = 0;
         while !s.all_queued() {
             queued += s.next_chunk(100_000);
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn discard_checks_a_sender_stream_in_any_segmentation() {
-        let mut s = Sender::new(100_000, Rc::new(Pattern::new(9)), 0, true);
+        let mut s = Sender::new(100_000, Arc::new(Pattern::new(9)), 0, true);
         while !s.all_queued() {
             s.next_chunk(7_777);
         }

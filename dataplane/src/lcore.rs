@@ -4,6 +4,7 @@
 //! sans-IO [`tcp::iface::Iface`] -> replies and the iface's own frames (ARP requests, pings)
 //! batched -> `tx_burst`. Time is read once per iteration from the TSC ([`crate::clock`]).
 
+use crate::arpbus::ArpBus;
 use crate::clock::TscClock;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
@@ -61,6 +62,9 @@ pub struct LcoreSetup {
     pub iface: IfaceConfig,
     /// Processing mode.
     pub mode: LoopMode,
+    /// `sched_yield` after an iteration that received and sent nothing (a core shared with
+    /// another polling thread); otherwise spin.
+    pub idle_yield: bool,
     /// Optional diagnostic ping.
     pub ping: Option<PingRequest>,
     /// TCP configuration.
@@ -75,6 +79,8 @@ pub struct LcoreSetup {
     pub rdma: Option<crate::rdma::RdmaSetup>,
     /// The diagnostic RDMA service to run on this thread.
     pub diag_rdma: Option<crate::rdma::diag::DiagRdmaConfig>,
+    /// With several queues: ARP frames shared with the other threads (see [`crate::arpbus`]).
+    pub arp_bus: Option<ArpBus>,
 }
 
 /// What a thread reports when it stops.
@@ -96,91 +102,163 @@ pub struct LcoreReport {
     pub rdma_diag: Option<crate::rdma::diag::DiagRdmaReport>,
 }
 
-/// Frames kept for the next iteration when the TX queue is full.
-const TX_BACKLOG: usize = 4096;
+/// Frames kept for the next iteration when the TX queue is full: twice the point at which
+/// TCP connections stop being asked for segments ([`crate::netstack::TX_QUEUE_LIMIT`]), so
+/// only frames TCP keeps no state for can ever be dropped here.
+const TX_BACKLOG: usize = 2 * crate::netstack::TX_QUEUE_LIMIT;
+
+/// RX bursts read per iteration at most, before timers run (while each one comes back full).
+const RX_BURSTS: usize = 8;
+
+/// Iterations in a row whose timers may wait for a still-full RX queue ([`TimerGate`]).
+const MAX_TIMER_DEFER: u32 = 4;
 
 /// How often counters are published for readers.
 const PUBLISH_EVERY: u64 = 1024;
 
 /// Run the loop on `q` (owned: no other thread can poll it) until a stop is requested.
 /// `shared` is updated every few iterations.
-pub fn run(
-    setup: &LcoreSetup,
-    mut q: Queue,
-    pool: &Mempool,
-    shared: &SharedLcoreStats,
-) -> LcoreReport {
-    let clock = setup.clock;
-    let mut ns = Netstack::new(
-        Iface::new(setup.iface.clone()),
-        setup.tcp.clone(),
-        setup.services.clone(),
-        setup.secret,
-    );
-    if let Some(r) = &setup.rdma {
-        let diag = setup.diag_rdma.clone().map(|d| {
-            crate::rdma::diag::DiagRdma::new(d, r.mem.clone(), r.ids.clone(), setup.index)
-        });
-        // Zero-copy transmit computes the software TCP checksum in the FPDU's CRC pass.
-        let zero_copy = setup.tcp.checksum == tcp::ChecksumMode::Software;
-        ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy));
-    }
-    let mut st = LcoreStats::default();
-    let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
-    let mut tx: Vec<Mbuf> = Vec::with_capacity(4 * MAX_BURST);
-    let mut scratch = vec![0u8; 16 * 1024];
-    let mut ping = setup.ping.map(|_| PingResult::default());
-    let mut ping_started = false;
-    let mut next_link_check = Instant::ZERO;
-
+pub fn run(setup: &LcoreSetup, q: Queue, pool: &Mempool, shared: &SharedLcoreStats) -> LcoreReport {
+    let mut l = Lcore::new(setup, q, pool);
     while !signal::stop_requested() {
+        let idle = l.step();
+        if l.st.loops.is_multiple_of(PUBLISH_EVERY) {
+            l.publish(shared);
+        }
+        if idle && setup.idle_yield {
+            // Let a polling thread sharing this core run (returns at once when none waits).
+            std::thread::yield_now();
+        }
+    }
+    l.finish(shared)
+}
+
+/// The state of one dataplane loop: one [`Lcore::step`] is one iteration. [`run`] steps it on
+/// its own thread; [`crate::pump::Pump`] lets an application thread step it too (embedded
+/// run-to-completion mode), one thread at a time.
+pub struct Lcore {
+    setup: LcoreSetup,
+    q: Queue,
+    pool: Mempool,
+    ns: Netstack,
+    st: LcoreStats,
+    rx: Vec<Mbuf>,
+    tx: Vec<Mbuf>,
+    scratch: Vec<u8>,
+    arp_in: Vec<Box<[u8]>>,
+    ping: Option<PingResult>,
+    ping_started: bool,
+    next_link_check: Instant,
+    gate: TimerGate,
+}
+
+impl std::fmt::Debug for Lcore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lcore")
+            .field("index", &self.setup.index)
+            .field("loops", &self.st.loops)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lcore {
+    /// The loop state for `q`.
+    pub fn new(setup: &LcoreSetup, q: Queue, pool: &Mempool) -> Lcore {
+        let mut ns = Netstack::new(
+            Iface::new(setup.iface.clone()),
+            setup.tcp.clone(),
+            setup.services.clone(),
+            setup.secret,
+        );
+        if let Some(r) = &setup.rdma {
+            let diag = setup.diag_rdma.clone().map(|d| {
+                crate::rdma::diag::DiagRdma::new(d, r.mem.clone(), r.ids.clone(), setup.index)
+            });
+            // Zero-copy transmit computes the software TCP checksum in the FPDU's CRC pass.
+            let zero_copy = setup.tcp.checksum == tcp::ChecksumMode::Software;
+            ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy));
+        }
+        Lcore {
+            setup: setup.clone(),
+            q,
+            pool: pool.clone(),
+            ns,
+            st: LcoreStats::default(),
+            rx: Vec::with_capacity(MAX_BURST),
+            tx: Vec::with_capacity(4 * MAX_BURST),
+            scratch: vec![0u8; 16 * 1024],
+            arp_in: Vec::new(),
+            ping: setup.ping.map(|_| PingResult::default()),
+            ping_started: false,
+            next_link_check: Instant::ZERO,
+            gate: TimerGate::default(),
+        }
+    }
+
+    /// One iteration; returns whether it was idle (received and sent nothing).
+    pub fn step(&mut self) -> bool {
+        let Lcore {
+            setup,
+            q,
+            pool,
+            ns,
+            st,
+            rx,
+            tx,
+            scratch,
+            arp_in,
+            ping,
+            ping_started,
+            next_link_check,
+            gate,
+        } = self;
+        let pool = &*pool;
         st.loops += 1;
-        let now = clock.now();
+        let now = setup.clock.now();
 
         // Start the diagnostic ping once the link is up (memif needs both ends attached).
-        if let (Some(req), false) = (setup.ping, ping_started)
-            && now >= next_link_check
+        if let (Some(req), false) = (setup.ping, *ping_started)
+            && now >= *next_link_check
         {
-            next_link_check = now + Duration::from_millis(100);
+            *next_link_check = now + Duration::from_millis(100);
             if q.link_up() {
                 tracing::info!(dst = ?req.dst, count = req.count, "link up, starting ping");
                 ns.iface
                     .start_ping(now, req.dst, req.count, req.size, req.interval);
-                ping_started = true;
+                *ping_started = true;
             }
         }
 
-        let n = q.rx_burst(&mut rx);
-        st.rx_packets += n as u64;
-        for m in rx.drain(..) {
-            st.rx_bytes += m.pkt_len() as u64;
-            let Some(mut m) = single_segment(m, pool, &mut st) else {
-                continue;
-            };
-            match setup.mode {
-                LoopMode::Echo => {
-                    if let Some(d) = m.data_mut()
-                        && d.len() >= 12
-                    {
-                        let (dst, src) = d.split_at_mut(6);
-                        dst.swap_with_slice(&mut src[..6]);
-                    }
-                    st.echoed += 1;
-                    tx.push(m);
-                }
-                LoopMode::Stack => match ns.handle_frame(now, m, &mut scratch, pool, &mut tx) {
-                    RxAction::Tcp { .. } => st.tcp_segments += 1,
-                    RxAction::Dropped(_) => st.iface_drops += 1,
-                    RxAction::Reply(_) | RxAction::Consumed => {}
-                },
+        // Drain RX before timers: after a pause (this thread descheduled on a shared core)
+        // the queue may hold the very ACKs whose absence the timers would otherwise act on
+        // (a spurious RTO, RFC 6298 §5, for data the peer already acknowledged).
+        let mut n = 0;
+        let mut full = false;
+        for _ in 0..RX_BURSTS {
+            let got = q.rx_burst(rx);
+            n += got;
+            full = got == MAX_BURST;
+            handle_rx(setup, ns, st, now, rx, scratch, pool, tx);
+            if !full {
+                break;
             }
         }
+        st.rx_packets += n as u64;
+        let run_timers = gate.timers_due(full);
+        st.timers_deferred += u64::from(!run_timers);
 
         if setup.mode == LoopMode::Stack {
+            if let Some(bus) = &setup.arp_bus {
+                bus.take(setup.index, arp_in);
+                for f in arp_in.drain(..) {
+                    st.arp_observed += 1;
+                    ns.iface.observe_arp(now, &f);
+                }
+            }
             // The iface has frames of its own (ARP requests and retries, ping requests) only
             // when one of its timers is due; a fresh resolution is due at once.
             if ns.iface.poll_timeout().is_some_and(|t| t <= now) {
-                while let Some(len) = ns.iface.poll_transmit(now, &mut scratch) {
+                while let Some(len) = ns.iface.poll_transmit(now, scratch) {
                     match pool.alloc_copy(&scratch[..len]) {
                         Some(m) => tx.push(m),
                         None => st.drop_no_mbuf += 1,
@@ -188,18 +266,19 @@ pub fn run(
                 }
             }
             while let Some(ev) = ns.iface.poll_event() {
-                handle_event(ev, &mut ping, setup.ping.as_ref());
+                handle_event(ev, ping, setup.ping.as_ref());
             }
-            ns.poll(now, pool, &mut tx);
+            ns.poll_timers(now, pool, tx, run_timers);
             if setup.exit_when_sent && ns.send_done() {
                 tracing::info!(report = ?ns.send_report, "sender done");
                 signal::request_stop();
             }
         }
 
+        let idle = n == 0 && tx.is_empty();
         if !tx.is_empty() {
             let before: u64 = tx.iter().map(|m| m.pkt_len() as u64).sum();
-            let sent = q.tx_burst(&mut tx);
+            let sent = q.tx_burst(tx);
             st.tx_packets += sent as u64;
             st.tx_bytes += before - tx.iter().map(|m| m.pkt_len() as u64).sum::<u64>();
             // A full TX queue is back-pressure, not loss: keep the frames for the next
@@ -210,26 +289,148 @@ pub fn run(
             }
         }
 
-        if st.loops % PUBLISH_EVERY == 0 {
-            publish(&mut st, &q, shared);
+        idle
+    }
+
+    /// Publish the counters for readers.
+    pub fn publish(&mut self, shared: &SharedLcoreStats) {
+        publish(&mut self.st, &self.q, shared);
+    }
+
+    /// Whether this loop may yield when idle ([`LcoreSetup::idle_yield`]).
+    pub fn idle_yield(&self) -> bool {
+        self.setup.idle_yield
+    }
+
+    /// The loop stopped: publish the last counters and report.
+    pub fn finish(self, shared: &SharedLcoreStats) -> LcoreReport {
+        let Lcore {
+            setup,
+            mut q,
+            pool,
+            mut ns,
+            mut st,
+            mut tx,
+            ping,
+            ..
+        } = self;
+        if setup.mode == LoopMode::Stack {
+            reset_on_stop(&mut ns, &setup.clock, &mut q, &pool, &mut tx);
+        }
+        publish(&mut st, &q, shared);
+        if let Some(e) = &ns.rdma {
+            e.publish();
+        }
+        LcoreReport {
+            stats: st,
+            iface: ns.iface.stats().clone(),
+            ping,
+            tcp: ns.tcp_stats(),
+            netstack: ns.stats,
+            send: setup.services.send.as_ref().map(|_| ns.send_report.clone()),
+            rdma_diag: ns
+                .rdma
+                .as_ref()
+                .and_then(|e| e.diag.as_ref())
+                .map(|d| d.report.clone()),
         }
     }
-    publish(&mut st, &q, shared);
-    if let Some(e) = &ns.rdma {
-        e.publish();
+}
+
+/// How long a stopping thread keeps polling so its RSTs reach the wire.
+const STOP_DRAIN: Duration = Duration::from_millis(50);
+
+/// The loop stopped: reset every open connection (TCP and iWARP alike) and put the RSTs on
+/// the wire, so peers' QPs go to ERROR at once (their applications see flushed completions
+/// and a disconnect) instead of hanging until a keepalive or a retransmission timeout.
+fn reset_on_stop(
+    ns: &mut Netstack,
+    clock: &TscClock,
+    q: &mut Queue,
+    pool: &Mempool,
+    tx: &mut Vec<Mbuf>,
+) {
+    let open = ns.abort_all();
+    if open == 0 {
+        return;
     }
-    LcoreReport {
-        stats: st,
-        iface: ns.iface.stats().clone(),
-        ping,
-        tcp: ns.tcp_stats(),
-        netstack: ns.stats,
-        send: setup.services.send.as_ref().map(|_| ns.send_report.clone()),
-        rdma_diag: ns
-            .rdma
-            .as_ref()
-            .and_then(|e| e.diag.as_ref())
-            .map(|d| d.report.clone()),
+    tracing::info!(connections = open, "stopping: resetting open connections");
+    let deadline = clock.now() + STOP_DRAIN;
+    loop {
+        let now = clock.now();
+        ns.poll(now, pool, tx);
+        if !tx.is_empty() {
+            q.tx_burst(tx);
+        }
+        if (tx.is_empty() && !ns.has_pending_output()) || now >= deadline {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    if !tx.is_empty() {
+        tracing::warn!(frames = tx.len(), "stopping: frames not sent");
+    }
+}
+
+/// Handle the frames of one RX burst (all of `rx`).
+#[allow(clippy::too_many_arguments)]
+fn handle_rx(
+    setup: &LcoreSetup,
+    ns: &mut Netstack,
+    st: &mut LcoreStats,
+    now: Instant,
+    rx: &mut Vec<Mbuf>,
+    scratch: &mut [u8],
+    pool: &Mempool,
+    tx: &mut Vec<Mbuf>,
+) {
+    for m in rx.drain(..) {
+        st.rx_bytes += m.pkt_len() as u64;
+        let Some(mut m) = single_segment(m, pool, st) else {
+            continue;
+        };
+        if let Some(bus) = &setup.arp_bus
+            && ArpBus::is_arp(m.data())
+        {
+            st.arp_shared += bus.share(setup.index, m.data()) as u64;
+        }
+        match setup.mode {
+            LoopMode::Echo => {
+                if let Some(d) = m.data_mut()
+                    && d.len() >= 12
+                {
+                    let (dst, src) = d.split_at_mut(6);
+                    dst.swap_with_slice(&mut src[..6]);
+                }
+                st.echoed += 1;
+                tx.push(m);
+            }
+            LoopMode::Stack => match ns.handle_frame(now, m, scratch, pool, tx) {
+                RxAction::Tcp { .. } => st.tcp_segments += 1,
+                RxAction::Dropped(_) => st.iface_drops += 1,
+                RxAction::Reply(_) | RxAction::Consumed => {}
+            },
+        }
+    }
+}
+
+/// Whether this iteration runs the stack's timers: not while the RX queue still holds frames
+/// (the last burst was full even after [`RX_BURSTS`] bursts), since they may acknowledge the
+/// data a retransmission timer is about to resend; but never for more than
+/// [`MAX_TIMER_DEFER`] iterations in a row, so a flood cannot starve the timers.
+#[derive(Debug, Default)]
+struct TimerGate {
+    deferred: u32,
+}
+
+impl TimerGate {
+    fn timers_due(&mut self, rx_full: bool) -> bool {
+        if rx_full && self.deferred < MAX_TIMER_DEFER {
+            self.deferred += 1;
+            return false;
+        }
+        self.deferred = 0;
+        true
     }
 }
 
@@ -279,5 +480,25 @@ fn handle_event(ev: IfaceEvent, ping: &mut Option<PingResult>, req: Option<&Ping
             }
         }
         other => tracing::info!(event = ?other, "iface event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Timers wait while RX bursts come back full (frames still queued may hold the ACKs an
+    /// RTO would otherwise ignore), for at most MAX_TIMER_DEFER iterations in a row.
+    #[test]
+    fn timers_wait_for_a_full_rx_queue_but_not_forever() {
+        let mut g = TimerGate::default();
+        assert!(g.timers_due(false));
+        for _ in 0..MAX_TIMER_DEFER {
+            assert!(!g.timers_due(true));
+        }
+        assert!(g.timers_due(true), "a flood must not starve the timers");
+        assert!(!g.timers_due(true));
+        assert!(g.timers_due(false));
+        assert!(!g.timers_due(true));
     }
 }

@@ -6,6 +6,7 @@
 //! registered shared memory), every block with a `// SAFETY:` comment.
 #![deny(unsafe_code)]
 
+pub mod arpbus;
 pub mod clock;
 pub mod diag;
 pub mod eal;
@@ -16,6 +17,7 @@ pub mod mbuf;
 pub mod mempool;
 pub mod netstack;
 pub mod port;
+pub mod pump;
 pub mod rdma;
 pub mod rss;
 pub mod signal;

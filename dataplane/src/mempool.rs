@@ -20,12 +20,17 @@ pub const HEADROOM: u16 = dpdk_sys::RTE_PKTMBUF_HEADROOM as u16;
 const FRAME_OVERHEAD: usize = 14 + 4 + 4;
 
 /// The data room (headroom included) a pool needs so that one mbuf holds a whole frame at
-/// `mtu`, plus the 40 bytes of TCP header room the TX path reserves beyond the MSS: at least
-/// DPDK's default 2 KiB, else the frame rounded up to 64 bytes.
+/// `mtu`, plus the 40 bytes of TCP header room the TX path reserves beyond the MSS and 32
+/// bytes of slack (an af_packet ring frame, header included, must fit one mbuf): DPDK's
+/// default 2 KiB, else rounded up to whole KiB (jumbo frames).
 pub fn data_room_for_mtu(mtu: u16) -> u16 {
-    let frame = usize::from(mtu) + FRAME_OVERHEAD + 40;
-    let room = frame.max(2048).div_ceil(64) * 64 + usize::from(HEADROOM);
-    u16::try_from(room).unwrap_or(u16::MAX)
+    let frame = usize::from(mtu) + FRAME_OVERHEAD + 40 + 32;
+    let buf = if frame <= 2048 {
+        2048
+    } else {
+        frame.div_ceil(1024) * 1024
+    };
+    u16::try_from(buf + usize::from(HEADROOM)).unwrap_or(u16::MAX)
 }
 
 /// An `rte_mempool` of packet buffers (a cheap, cloneable handle; `Send` and `Sync`:

@@ -13,7 +13,7 @@ use crate::timers::TimerWheel;
 use netcore::Instant;
 use smoltcp::wire::Ipv4Address;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 use tcp::iface::{
     ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, Iface, MIN_FRAME_LEN, Resolve, RxAction,
 };
@@ -98,8 +98,20 @@ impl ConnState {
 /// Counters of the glue (TCP's own are in [`TcpStats`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NetstackStats {
-    /// TCP segments not sent because the next hop's MAC was unknown.
+    /// Frames TCP produced that were then lost because the next hop's MAC stayed unknown:
+    /// endpoint-level RSTs and SYN-cookie SYN-ACKs (which keep no state) still unresolved
+    /// after [`HOLD_STATELESS`] or beyond [`MAX_HELD`] waiting (connections are held back
+    /// before TCP produces a segment instead: `tx_wait_neighbor`).
     pub tx_no_neighbor: u64,
+    /// Stateless segments held while their next hop was being resolved (RFC 1122
+    /// §2.3.2.2), sent once it was learned.
+    pub tx_held_neighbor: u64,
+    /// Times a connection was not asked for segments because its next hop is being resolved
+    /// (back-pressure: TCP sends them once the neighbour is learned, nothing is lost).
+    pub tx_wait_neighbor: u64,
+    /// Times a connection was not asked for segments because the frames waiting for the TX
+    /// queue reached [`TX_QUEUE_LIMIT`] (back-pressure: it is polled again next iteration).
+    pub tx_backpressure: u64,
     /// Frames not sent because the mbuf pool was empty.
     pub tx_no_mbuf: u64,
     /// Connections accepted.
@@ -119,6 +131,12 @@ pub struct Netstack {
     wheel: TimerWheel<ConnHandle>,
     armed: HashMap<ConnHandle, Instant>,
     expired: Vec<ConnHandle>,
+    /// Stateless segments waiting for their next hop's MAC (see `tx_held_neighbor`).
+    held: Vec<HeldSegment>,
+    /// Connections held back until a neighbour is learned (see `tx_wait_neighbor`).
+    wait_neighbor: Vec<ConnHandle>,
+    /// `neighbor_learned` of the iface when `wait_neighbor` was last released.
+    learned_seen: u64,
     spare: Option<Mbuf>,
     mtu: usize,
     send_pending: u32,
@@ -130,13 +148,36 @@ pub struct Netstack {
     seed: u64,
     next_port_offset: u32,
     /// The sender's pattern, shared by its connections (made on first use).
-    pattern: Option<Rc<Pattern>>,
+    pattern: Option<Arc<Pattern>>,
     /// The RDMA engine of this thread (iWARP connections live there, not in `conns`).
     pub rdma: Option<crate::rdma::engine::Engine>,
 }
 
 /// Segments one connection may emit per poll before others get a turn.
 const TX_BUDGET: usize = 64;
+
+/// Frames waiting for the TX queue beyond which connections are not asked for more segments
+/// (the poll loop keeps up to twice this many for a full TX queue; only frames TCP keeps no
+/// state for, such as ARP and ICMP replies, can push it further and be dropped there).
+pub const TX_QUEUE_LIMIT: usize = 2048;
+
+/// Room for one endpoint-level segment (a SYN-ACK with every option is 20 + 40 bytes).
+const STATELESS_MAX: usize = 64;
+
+/// How long a stateless segment waits for its next hop's MAC: the ARP retries of one
+/// resolution (a SYN-ACK lost here costs the peer its SYN retransmission, 1 s).
+const HOLD_STATELESS: netcore::Duration = netcore::Duration::from_secs(1);
+
+/// Stateless segments held at once (a flood from unresolvable addresses cannot grow it).
+const MAX_HELD: usize = 64;
+
+/// A stateless segment waiting for its next hop's MAC.
+struct HeldSegment {
+    dst: [u8; 4],
+    len: usize,
+    seg: [u8; STATELESS_MAX],
+    until: Instant,
+}
 
 impl Netstack {
     /// A stack for `iface`, TCP with `tcp_cfg`, and `services`; `secret` keys the ISNs.
@@ -160,6 +201,9 @@ impl Netstack {
             wheel: TimerWheel::new(8192, 100_000),
             armed: HashMap::new(),
             expired: Vec::new(),
+            wait_neighbor: Vec::new(),
+            held: Vec::new(),
+            learned_seen: 0,
             spare: None,
             mtu,
             send_pending,
@@ -217,12 +261,20 @@ impl Netstack {
 
     /// Timers, services and transmission.
     pub fn poll(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>) {
+        self.poll_timers(now, pool, tx, true);
+    }
+
+    /// Like [`Netstack::poll`]; with `timers` false, due timers wait for a later poll (the
+    /// poll loop defers them while received frames, which may hold ACKs, are still queued).
+    pub fn poll_timers(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>, timers: bool) {
         self.start_senders(now);
         self.poll_rdma(now);
         while let Some(h) = self.tcp.accept() {
             self.on_accept(now, h);
         }
-        self.wheel.expire(now, &mut self.expired);
+        if timers {
+            self.wheel.expire(now, &mut self.expired);
+        }
         for h in std::mem::take(&mut self.expired) {
             self.armed.remove(&h);
             if let Some(c) = self.tcp.conn_mut(h)
@@ -232,28 +284,20 @@ impl Netstack {
             }
             self.dirty.push(h);
         }
-        // Endpoint-level resets for segments that matched nothing: polled into a small buffer
-        // first, so an idle loop costs no mbuf.
-        let mut rst = [0u8; 64];
-        while let Some(t) = self.tcp.poll_transmit(&mut rst) {
+        // Endpoint-level segments (RSTs for segments that matched nothing, SYN-cookie
+        // SYN-ACKs): polled into a small buffer first, so an idle loop costs no mbuf.
+        let mut seg = [0u8; STATELESS_MAX];
+        while let Some(t) = self.tcp.poll_transmit(&mut seg) {
             let dst = t.dst.octets();
-            if let Resolve::Known(mac) = self.iface.resolve(now, dst) {
-                let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
-                let mut frame = [0u8; 128];
-                self.iface
-                    .emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.len, &mut frame[..hdr]);
-                frame[hdr..hdr + t.len].copy_from_slice(&rst[..t.len]);
-                push_copy(
-                    pool,
-                    &frame[..(hdr + t.len).max(MIN_FRAME_LEN)],
-                    tx,
-                    &mut self.stats,
-                );
-            } else {
-                self.stats.tx_no_neighbor += 1;
+            if !self.emit_stateless(now, dst, &seg[..t.len], pool, tx) {
+                self.hold_stateless(now, dst, &seg[..t.len]);
             }
         }
+        if !self.held.is_empty() {
+            self.release_held(now, pool, tx);
+        }
 
+        self.release_neighbor_waiters();
         let mut work = std::mem::take(&mut self.dirty);
         work.sort_unstable();
         work.dedup();
@@ -264,6 +308,30 @@ impl Netstack {
             }
             self.finish_or_arm(now, h);
         }
+    }
+
+    /// At shutdown: reset every connection (RFC 9293 §3.10.5 ABORT), so peers learn at once
+    /// that this end is gone instead of waiting for their timeouts; the RSTs (and the RDMA
+    /// engine's QP errors and events) come out of the next [`Netstack::poll`]s. Returns how
+    /// many connections were open.
+    pub fn abort_all(&mut self) -> usize {
+        let handles = self.tcp.handles();
+        let mut open = 0;
+        for h in handles {
+            if let Some(c) = self.tcp.conn_mut(h)
+                && !c.is_closed()
+            {
+                c.abort();
+                open += 1;
+                self.dirty.push(h);
+            }
+        }
+        open
+    }
+
+    /// Whether a connection still has segments to send (a shutdown waits for its RSTs).
+    pub fn has_pending_output(&self) -> bool {
+        !self.dirty.is_empty()
     }
 
     fn on_accept(&mut self, now: Instant, h: ConnHandle) {
@@ -327,7 +395,7 @@ impl Netstack {
                 Ok(h) => {
                     let pattern = self
                         .pattern
-                        .get_or_insert_with(|| Rc::new(Pattern::new(self.seed)))
+                        .get_or_insert_with(|| Arc::new(Pattern::new(self.seed)))
                         .clone();
                     // Each connection starts elsewhere in the pattern, so streams differ.
                     let shift = u64::from(self.send_pending) * 104_729;
@@ -422,7 +490,29 @@ impl Netstack {
     /// out.
     fn emit(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>, h: ConnHandle) -> bool {
         let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
+        // Back-pressure: TCP is asked for a segment only when the segment can leave now, so
+        // nothing it counts as sent is dropped here (a segment polled and then dropped costs
+        // a retransmission timeout).
+        let Some(c) = self.tcp.conn(h) else {
+            return false;
+        };
+        let dst = c.remote().0.octets();
+        if !matches!(self.iface.resolve(now, dst), Resolve::Known(_)) {
+            // The ARP request is on its way; `release_neighbor_waiters` wakes us.
+            self.stats.tx_wait_neighbor += 1;
+            self.wait_neighbor.push(h);
+            if self.wait_neighbor.len() >= 1024 {
+                // A connection waiting long is pushed at each of its timers: keep one entry.
+                self.wait_neighbor.sort_unstable();
+                self.wait_neighbor.dedup();
+            }
+            return false;
+        }
         for _ in 0..TX_BUDGET {
+            if tx.len() >= TX_QUEUE_LIMIT {
+                self.stats.tx_backpressure += 1;
+                return true;
+            }
             if let Some(e) = self.rdma.as_mut().filter(|e| e.zero_copy() && e.owns(h)) {
                 use crate::rdma::glue::{Emitted, emit_zero_copy};
                 match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool) {
@@ -468,7 +558,8 @@ impl Netstack {
             };
             let dst = t.dst.octets();
             let Resolve::Known(mac) = self.iface.resolve(now, dst) else {
-                // TCP retransmits; the ARP request is on its way.
+                // Known a moment ago (checked above): cannot happen within one poll; TCP
+                // would retransmit.
                 self.stats.tx_no_neighbor += 1;
                 self.spare = Some(m);
                 continue;
@@ -481,6 +572,80 @@ impl Netstack {
             tx.push(m);
         }
         true
+    }
+
+    /// Send an endpoint-level segment to `dst` if its next hop is known (else an ARP request
+    /// is on its way, and false is returned).
+    fn emit_stateless(
+        &mut self,
+        now: Instant,
+        dst: [u8; 4],
+        seg: &[u8],
+        pool: &Mempool,
+        tx: &mut Vec<Mbuf>,
+    ) -> bool {
+        let Resolve::Known(mac) = self.iface.resolve(now, dst) else {
+            return false;
+        };
+        let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
+        let mut frame = [0u8; 128];
+        self.iface
+            .emit_ipv4_header(mac, dst, IP_PROTO_TCP, seg.len(), &mut frame[..hdr]);
+        frame[hdr..hdr + seg.len()].copy_from_slice(seg);
+        let len = (hdr + seg.len()).max(MIN_FRAME_LEN);
+        push_copy(pool, &frame[..len], tx, &mut self.stats);
+        true
+    }
+
+    /// RFC 1122 §2.3.2.2: keep a packet for an address being resolved instead of dropping
+    /// it (a SYN-cookie SYN-ACK or RST to a peer we have not talked to yet); bounded.
+    fn hold_stateless(&mut self, now: Instant, dst: [u8; 4], seg: &[u8]) {
+        if self.held.len() >= MAX_HELD || seg.len() > STATELESS_MAX {
+            self.stats.tx_no_neighbor += 1;
+            return;
+        }
+        let mut h = HeldSegment {
+            dst,
+            len: seg.len(),
+            seg: [0; STATELESS_MAX],
+            until: now + HOLD_STATELESS,
+        };
+        h.seg[..seg.len()].copy_from_slice(seg);
+        self.held.push(h);
+    }
+
+    /// Send the held segments whose next hop is now known; drop (count) those whose
+    /// resolution failed or whose time ran out.
+    fn release_held(&mut self, now: Instant, pool: &Mempool, tx: &mut Vec<Mbuf>) {
+        let mut held = std::mem::take(&mut self.held);
+        held.retain(|h| {
+            if self.emit_stateless(now, h.dst, &h.seg[..h.len], pool, tx) {
+                self.stats.tx_held_neighbor += 1;
+                return false;
+            }
+            let failed = matches!(
+                self.iface.resolve(now, h.dst),
+                Resolve::Failed | Resolve::NoRoute
+            );
+            if failed || now >= h.until {
+                self.stats.tx_no_neighbor += 1;
+                return false;
+            }
+            true
+        });
+        self.held = held;
+    }
+
+    /// Connections held back for a neighbour go back to work once the iface learned any
+    /// neighbour (an ARP reply, or one another thread saw: `observe_arp`); those whose next
+    /// hop is still unknown come back at their next attempt. Checked by a counter, so a
+    /// loop with nothing learned costs one comparison.
+    fn release_neighbor_waiters(&mut self) {
+        let learned = self.iface.stats().neighbor_learned;
+        if learned != self.learned_seen {
+            self.learned_seen = learned;
+            self.dirty.append(&mut self.wait_neighbor);
+        }
     }
 
     /// Reap a finished connection (reporting its service), or arm its next timer.

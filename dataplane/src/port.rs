@@ -83,6 +83,9 @@ pub struct PortInfo {
     pub max_mtu: u16,
     /// Whether the driver accepted our MTU (`rte_eth_dev_set_mtu`).
     pub mtu_set: bool,
+    /// Whether the RSS redirection table was programmed to entry i -> queue i mod queues
+    /// (what [`crate::rss::RssSteering`] predicts); otherwise the driver's default is assumed.
+    pub reta_programmed: bool,
 }
 
 /// A started port (a cheap, cloneable handle). Stopped and closed when the last handle and the
@@ -214,6 +217,17 @@ impl Port {
                 mtu = cfg.mtu,
                 "the driver cannot set the MTU; using its default"
             );
+        } else if rc == -libc::EINVAL && frame > dev_info.max_rx_pktlen as usize {
+            // ethdev refuses an MTU whose frame exceeds the driver's max_rx_pktlen before the
+            // driver sees it; DPDK 22.11's af_packet reports 1518 whatever its ring frames
+            // hold. Our buffers are sized from the MTU regardless: the device's own MTU (the
+            // kernel interface, for af_packet and af_xdp) decides.
+            tracing::info!(
+                port = name,
+                mtu = cfg.mtu,
+                max_rx_pktlen = dev_info.max_rx_pktlen,
+                "the driver reports a smaller largest frame, so DPDK does not set the MTU; buffers are sized for it anyway, the device's own MTU must allow it"
+            );
         } else if rc < 0 {
             tracing::warn!(
                 port = name,
@@ -247,6 +261,7 @@ impl Port {
         check("rte_eth_dev_start", unsafe {
             dpdk_sys::rte_eth_dev_start(id)
         })?;
+        let reta_programmed = rss && program_reta(id, name, dev_info.reta_size, cfg.rx_queues);
         if cfg.promiscuous {
             // SAFETY: valid started port.
             let rc = unsafe { dpdk_sys::rte_eth_promiscuous_enable(id) };
@@ -277,8 +292,9 @@ impl Port {
             rx_scatter,
             max_mtu: dev_info.max_mtu,
             mtu_set,
+            reta_programmed,
         };
-        tracing::info!(port = name, id, driver = %info.driver, rss, tx_multi_seg, rx_scatter,
+        tracing::info!(port = name, id, driver = %info.driver, rss, reta_programmed, tx_multi_seg, rx_scatter,
             max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac), "port started");
         Ok(Port {
             inner: Arc::new(PortInner {
@@ -518,6 +534,50 @@ impl Queue {
             }
         });
     }
+}
+
+/// Program the RSS redirection table: entry i -> queue i mod `queues`, the layout
+/// [`crate::rss::RssSteering::queue_of`] predicts for choosing source ports of active opens,
+/// instead of trusting each driver's default. Returns whether the driver took it.
+fn program_reta(id: u16, name: &str, reta_size: u16, queues: u16) -> bool {
+    const GROUP: usize = dpdk_sys::RTE_ETH_RETA_GROUP_SIZE as usize;
+    let size = usize::from(reta_size);
+    if size == 0 || queues == 0 {
+        tracing::info!(
+            port = name,
+            "the driver reports no RSS redirection table; assuming entry i -> queue i mod n"
+        );
+        return false;
+    }
+    let mut groups = vec![dpdk_sys::rte_eth_rss_reta_entry64::default(); size.div_ceil(GROUP)];
+    for (g, grp) in groups.iter_mut().enumerate() {
+        for (j, slot) in grp.reta.iter_mut().enumerate() {
+            let i = g * GROUP + j;
+            if i < size {
+                grp.mask |= 1u64 << j;
+                *slot = (i % usize::from(queues)) as u16;
+            }
+        }
+    }
+    // SAFETY: valid port id; `groups` holds reta_size / 64 (rounded up) entries, the layout
+    // rte_eth_dev_rss_reta_update reads.
+    let rc = unsafe { dpdk_sys::rte_eth_dev_rss_reta_update(id, groups.as_mut_ptr(), reta_size) };
+    if rc < 0 {
+        tracing::warn!(
+            port = name,
+            reta_size,
+            "cannot program the RSS redirection table ({}); assuming the driver's default is entry i -> queue i mod n",
+            crate::error::strerror(rc)
+        );
+        return false;
+    }
+    tracing::info!(
+        port = name,
+        reta_size,
+        queues,
+        "RSS redirection table programmed"
+    );
+    true
 }
 
 /// `aa:bb:cc:dd:ee:ff`.

@@ -51,7 +51,7 @@ counters!(
         tx_packets,
         /// Bytes sent.
         tx_bytes,
-        /// Packets dropped because the TX queue stayed full (beyond a 4096-frame backlog).
+        /// Packets dropped because the TX queue stayed full (beyond the TX backlog; TCP connections are held back before that).
         drop_tx_full,
         /// Packets dropped: mbuf pool empty when a reply was needed.
         drop_no_mbuf,
@@ -69,6 +69,13 @@ counters!(
         iface_drops,
         /// Frames echoed back in `echo` mode.
         echoed,
+        /// ARP frames copied to other threads' inboxes (multi-queue, see `arpbus`).
+        arp_shared,
+        /// ARP frames other threads shared with this one, fed to its neighbour cache.
+        arp_observed,
+        /// Iterations whose timers waited because the RX queue was still full (the frames
+        /// queued may hold the ACKs a retransmission timeout would ignore).
+        timers_deferred,
     }
 );
 

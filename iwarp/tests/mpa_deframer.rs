@@ -480,3 +480,162 @@ fn crc_fed_by_the_caller() {
         assert!(feed(&stream, false).1.is_some());
     }
 }
+
+/// What `deframe` reports for the first FPDU of `input` from a fresh deframer: its ULPDU and
+/// the octets it spans, or `None` (error, or not all there).
+fn slow_first(cfg: DeframerConfig, input: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut d = Deframer::new(cfg);
+    let mut ulpdu = Vec::new();
+    let mut off = 0;
+    loop {
+        let (used, ev) = d.deframe(&input[off..]);
+        off += used;
+        match ev {
+            Some(Ok(Deframed::Data(x))) => ulpdu.extend_from_slice(x),
+            Some(Ok(Deframed::End)) => return Some((ulpdu, off)),
+            Some(Ok(Deframed::Start { .. })) => {}
+            None | Some(Err(_)) => return None,
+        }
+    }
+}
+
+#[test]
+fn whole_fpdu_fast_path_agrees_with_deframe() {
+    let mut rng = Xoshiro256::seed_from_u64(0x5eed);
+    for crc in [false, true] {
+        let msgs = ulpdus(&mut rng, 40, 3000);
+        let fcfg = FramerConfig {
+            crc,
+            markers: false,
+            stream_pos: 0,
+        };
+        let stream = frame_all(fcfg, &msgs);
+        let cfg = DeframerConfig {
+            crc,
+            ..Default::default()
+        };
+        // Consuming the stream FPDU by FPDU through the fast path gives every ULPDU.
+        let mut d = Deframer::new(cfg);
+        let mut off = 0;
+        for m in &msgs {
+            let w = d.peek_whole(&stream[off..]).expect("whole FPDU");
+            assert_eq!(w.ulpdu, &m[..]);
+            assert!(std::ptr::eq(w.ulpdu, &stream[off + 2..off + 2 + m.len()]));
+            let spans = 2 + m.len() + iwarp::mpa::pad_len(m.len()) + 4;
+            assert_eq!(w.len, spans);
+            let before = d.stream_pos();
+            d.consume_whole(&w);
+            assert_eq!(d.stream_pos(), before.wrapping_add(spans as u32));
+            assert!(d.at_boundary());
+            off += w.len;
+        }
+        assert_eq!(d.fpdus(), msgs.len() as u64);
+        assert_eq!(off, stream.len());
+        // Mixed with the slow path: the deframer continues where the fast path stopped.
+        let mut d = Deframer::new(cfg);
+        let w = d.peek_whole(&stream).unwrap();
+        d.consume_whole(&w);
+        assert_eq!(
+            slow_first(cfg, &stream[w.len..]).map(|x| x.0),
+            Some(msgs[1].clone())
+        );
+        let (used, ev) = d.deframe(&stream[w.len..]);
+        assert_eq!(used, 2);
+        assert_eq!(
+            ev,
+            Some(Ok(Deframed::Start {
+                ulpdu_len: msgs[1].len() as u16
+            }))
+        );
+    }
+}
+
+#[test]
+fn whole_fpdu_fast_path_declines_what_it_cannot_vouch_for() {
+    let mut rng = Xoshiro256::seed_from_u64(77);
+    let msgs = ulpdus(&mut rng, 3, 1500);
+    let fcfg = FramerConfig {
+        crc: true,
+        markers: false,
+        stream_pos: 0,
+    };
+    let stream = frame_all(fcfg, &msgs);
+    let cfg = DeframerConfig {
+        crc: true,
+        ..Default::default()
+    };
+    let first = 2 + msgs[0].len() + iwarp::mpa::pad_len(msgs[0].len()) + 4;
+    let d = Deframer::new(cfg);
+    // Every truncation of the first FPDU: not whole.
+    for k in 0..first {
+        assert_eq!(d.peek_whole(&stream[..k]), None, "prefix {k}");
+    }
+    assert!(d.peek_whole(&stream[..first]).is_some());
+    // Any flipped octet of the first FPDU: refused, and `deframe` reports the error.
+    for pos in 0..first {
+        let mut bad = stream.clone();
+        bad[pos] ^= 0x01;
+        assert_eq!(d.peek_whole(&bad), None, "flip at {pos}");
+        assert_eq!(slow_first(cfg, &bad[..first]), None, "flip at {pos}");
+    }
+    // A length outside the configured bounds.
+    let tight = DeframerConfig {
+        max_ulpdu_len: msgs[0].len() as u16 - 1,
+        ..cfg
+    };
+    assert_eq!(Deframer::new(tight).peek_whole(&stream), None);
+    // Markers, or a deframer in the middle of an FPDU, or after an error: the slow path.
+    let marked = DeframerConfig {
+        markers: true,
+        ..cfg
+    };
+    assert_eq!(Deframer::new(marked).peek_whole(&stream), None);
+    let mut mid = Deframer::new(cfg);
+    let _ = mid.deframe(&stream[..1]);
+    assert_eq!(mid.peek_whole(&stream[1..]), None);
+    let mut dead = Deframer::new(cfg);
+    let mut bad = stream.clone();
+    bad[first - 1] ^= 0xff;
+    let mut input = &bad[..];
+    while let (used, Some(Ok(_))) = dead.deframe(input) {
+        input = &input[used..];
+    }
+    assert!(dead.error().is_some());
+    assert_eq!(dead.peek_whole(&stream), None);
+}
+
+#[test]
+fn whole_fpdu_fast_path_on_random_bytes() {
+    let mut rng = Xoshiro256::seed_from_u64(0xfa57);
+    let mut accepted = 0;
+    for round in 0..20_000 {
+        let len = (rng.next_u32() % 200) as usize;
+        let mut bytes = vec![0u8; len];
+        rng.fill(&mut bytes);
+        if round % 2 == 0 && len >= 2 {
+            let l = (rng.next_u32() % 220) as u16;
+            bytes[..2].copy_from_slice(&l.to_be_bytes());
+        }
+        let crc = round % 4 < 2;
+        if crc && len >= 6 && round % 8 == 0 {
+            // Give some a correct CRC so the accepting branch runs too.
+            let l = usize::from(u16::from_be_bytes([bytes[0], bytes[1]]));
+            let body = 2 + l + iwarp::mpa::pad_len(l);
+            if body + 4 <= len {
+                let c = netcore::crc::crc32c(&bytes[..body]);
+                bytes[body..body + 4].copy_from_slice(&c.to_le_bytes());
+            }
+        }
+        let cfg = DeframerConfig {
+            crc,
+            min_ulpdu_len: (rng.next_u32() % 20) as u16,
+            ..Default::default()
+        };
+        let fast = Deframer::new(cfg)
+            .peek_whole(&bytes)
+            .map(|w| (w.ulpdu.to_vec(), w.len));
+        accepted += usize::from(fast.is_some());
+        assert_eq!(fast, slow_first(cfg, &bytes), "round {round}");
+    }
+    assert!(accepted > 100, "accepted {accepted}");
+}

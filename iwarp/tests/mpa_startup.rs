@@ -415,6 +415,32 @@ fn application_accept_and_reject_with_private_data() {
 }
 
 #[test]
+fn accept_time_crc_choice_sets_c_in_the_reply() {
+    // A listener that only follows the peer, an initiator that does not ask (stock siw), and
+    // an application that asks for CRC when accepting: the Reply carries C and both use CRC
+    // (RFC 5044 §7.1). Seen live: siw's rping -c against iwarp-rping -s --crc on.
+    let rc = StartupConfig {
+        auto_accept: false,
+        crc: CrcPolicy::IfPeerAsks,
+        ..resp()
+    };
+    let mut i = Startup::new(init(), T0).unwrap();
+    let mut r = Startup::new(rc, T0).unwrap();
+    assert!(
+        r.set_crc_policy(CrcPolicy::Always).is_err(),
+        "no request yet"
+    );
+    r.handle_stream(T0, &i.poll_transmit().unwrap());
+    r.set_crc_policy(CrcPolicy::Always).unwrap();
+    r.accept(b"").unwrap();
+    let rep = r.poll_transmit().unwrap();
+    assert_eq!(rep[16] & 0x40, 0x40, "C bit of the Reply");
+    i.handle_stream(T0, &rep);
+    assert!(est(i.outcome().cloned()).crc);
+    assert!(est(r.outcome().cloned()).crc);
+}
+
+#[test]
 fn timeouts() {
     let i = Startup::new(init(), T0).unwrap();
     assert_eq!(i.poll_timeout(), Some(T0 + Duration::from_secs(5)));

@@ -64,6 +64,12 @@ pub struct TcpConfig {
     /// a peer's delayed ACK, up to 40 ms on Linux and 500 ms by RFC 9293 §3.8.6.3, must not
     /// trigger spurious timeouts. Lower it only for peers that ACK promptly).
     pub rto_min: Duration,
+    /// Lower bound on the RTO while at least two full segments are outstanding (at most
+    /// `rto_min`). A receiver acknowledges every second full segment at once (RFC 9293
+    /// §3.8.6.3, RFC 5681 §4.2), so the delayed-ACK allowance `rto_min` carries is only needed
+    /// for a lone segment; on a path whose RTT is microseconds a timeout then costs
+    /// milliseconds instead of 200 ms. Equal to `rto_min`: one bound for all.
+    pub rto_min_bulk: Duration,
     /// Upper bound on the RTO (RFC 6298 §2.5: at least 60 s).
     pub rto_max: Duration,
     /// Consecutive retransmission timeouts after which the connection is dropped (RFC 9293 §3.8.3 R2).
@@ -103,6 +109,16 @@ pub struct TcpConfig {
     /// lost-retransmission detection and tail loss probes. Off: RFC 6675 DupThresh recovery.
     /// Peers without SACK always use NewReno (RFC 6582).
     pub rack_tlp: bool,
+    /// Proportional Rate Reduction (RFC 6937) during SACK loss recovery with a loss-based
+    /// congestion control: the window comes down to ssthresh in step with the data delivered,
+    /// instead of dropping at once (silence until pipe falls below it, then a burst).
+    pub prr: bool,
+    /// HyStart++ (RFC 9406) in the initial slow start of CUBIC and NewReno (needs RACK's
+    /// per-ACK RTT samples): slow start ends when the RTT rises, before the queue overflows.
+    pub hystart: bool,
+    /// Undo a retransmission timeout found spurious (RFC 3522 detection with timestamps,
+    /// RFC 4015 response): the congestion state comes back, no go-back-N.
+    pub rto_undo: bool,
 }
 
 #[cfg(test)]
@@ -183,6 +199,9 @@ impl TcpConfig {
                 "need 0 < rto_min <= rto_initial <= rto_max",
             );
         }
+        if self.rto_min_bulk.is_zero() || self.rto_min_bulk > self.rto_min {
+            return err("rto_min_bulk", "need 0 < rto_min_bulk <= rto_min");
+        }
         if self.max_retries == 0 {
             return err("max_retries", "must be positive");
         }
@@ -224,6 +243,7 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(60),
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
+            rto_min_bulk: Duration::from_millis(20),
             rto_max: Duration::from_secs(60),
             max_retries: 15,
             max_ooo_bytes: 4 << 20,
@@ -239,6 +259,9 @@ impl Default for TcpConfig {
             max_ooo_segments_total: 16384,
             max_ooo_small_segments: 64,
             rack_tlp: true,
+            prr: true,
+            hystart: true,
+            rto_undo: true,
         }
     }
 }

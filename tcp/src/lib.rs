@@ -83,6 +83,7 @@ pub mod config;
 pub mod conn;
 mod cookie;
 pub mod endpoint;
+mod hystart;
 pub mod isn;
 mod rack;
 mod rate;

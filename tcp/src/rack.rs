@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use netcore::{Duration, Instant};
 
 use crate::rate::{DeliveryRate, TxState};
+use crate::rtt::WindowedMin;
 use crate::sack::Scoreboard;
 
 /// One transmitted range of sequence space (absolute offsets).
@@ -36,6 +37,10 @@ struct Sent {
 /// while no reordering has been seen (DupThresh, RFC 6675).
 const DUP_THRESH: u64 = 3;
 
+/// The window of RACK's minimum RTT: as BBR's min-RTT filter (draft-ietf-ccwg-bbr §5.6.1;
+/// Linux's `tcp_min_rtt_wlen` is 300 s), so a rise of the path's RTT is followed.
+const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+
 /// Bound on the log length: beyond it new transmissions are merged into the last entry (the
 /// loss detection gets coarser, never wrong about delivery).
 const MAX_ENTRIES: usize = 1 << 16;
@@ -53,7 +58,8 @@ pub(crate) struct Rack {
     rtt: Duration,
     /// `RACK.fack`: highest delivered end.
     fack: u64,
-    min_rtt: Option<Duration>,
+    /// RACK's minimum RTT over the last [`MIN_RTT_WINDOW`] (RFC 8985 §6.2 step 2).
+    min_rtt: WindowedMin,
     reordering_seen: bool,
     /// `RACK.reo_wnd_mult`, `RACK.reo_wnd_persist`, `RACK.dsack_round` (§6.2 step 4).
     reo_wnd_mult: u32,
@@ -63,6 +69,9 @@ pub(crate) struct Rack {
     pub(crate) rate: DeliveryRate,
     /// The RTT of the latest delivered segment never retransmitted (taken by the caller).
     pub(crate) last_rtt: Option<Duration>,
+    /// The TSval the ACK being processed echoes, on our millisecond clock (the connection's
+    /// offset removed); set by the caller before [`Rack::on_ack`].
+    pub(crate) ack_echo_ms: Option<u32>,
 }
 
 /// What one run of the RACK loss detection found.
@@ -192,11 +201,15 @@ impl Rack {
         if !s.rtx {
             self.last_rtt = Some(rtt);
         }
-        // Step 2: an ACK for a retransmitted segment sooner than min RTT is ambiguous (it is
-        // likely for the original); skip it.
-        if !(s.rtx && self.min_rtt.is_some_and(|m| rtt < m)) {
+        // Step 2: an ACK for a retransmitted segment that echoes a TSval older than the
+        // retransmission, or comes sooner than min RTT, is for the original; skip it.
+        let for_original = self
+            .ack_echo_ms
+            .is_some_and(|e| (e.wrapping_sub(s.at.as_millis() as u32) as i32) < 0)
+            || self.min_rtt.get().is_some_and(|m| rtt < m);
+        if !(s.rtx && for_original) {
             if !s.rtx {
-                self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+                self.min_rtt.update(now, rtt, MIN_RTT_WINDOW);
             }
             let newer = self
                 .xmit_ts
@@ -282,7 +295,7 @@ impl Rack {
         if !self.reordering_seen && (in_recovery || sacked_segs >= DUP_THRESH) {
             return Duration::ZERO;
         }
-        let Some(min_rtt) = self.min_rtt else {
+        let Some(min_rtt) = self.min_rtt.get() else {
             return Duration::ZERO;
         };
         let w = (min_rtt / 4).saturating_mul(self.reo_wnd_mult.max(1));
@@ -367,19 +380,39 @@ impl Rack {
         self.lost_bytes = 0;
     }
 
-    /// Retransmission timeout (RFC 8985 §6.3 with RFC 6298 §5.4): every undelivered segment
-    /// is lost. With `forget_sacks` (the receiver reneged, RFC 2018 §8) SACKed ones too.
-    pub(crate) fn on_rto(&mut self, forget_sacks: bool) {
+    /// Retransmission timeout (RFC 8985 §6.3 `RACK_mark_losses_on_RTO`): the undelivered
+    /// segment at `una`, and every undelivered one whose `xmit_ts + RACK.rtt + RACK.reo_wnd`
+    /// has passed, is lost; one sent more recently (a probe, a retransmission within the last
+    /// round trip) may still be on its way and keeps its chance. With `forget_sacks` (the
+    /// receiver reneged, RFC 2018 §8) SACKed ones count as undelivered.
+    pub(crate) fn on_rto(
+        &mut self,
+        now: Instant,
+        una: u64,
+        forget_sacks: bool,
+        srtt: Option<Duration>,
+    ) {
+        let window = self.rtt + self.reo_wnd(true, 0, srtt);
         self.lost_bytes = 0;
         for s in self.segs.iter_mut() {
             if forget_sacks {
                 s.delivered = false;
             }
-            s.lost = !s.delivered;
+            s.lost = !s.delivered && (s.start <= una || s.at + window <= now);
             if s.lost {
                 self.lost_bytes += s.end - s.start;
             }
         }
+    }
+
+    /// The retransmission timeout was spurious (RFC 4015 §2 step 4: no go-back-N): forget
+    /// its loss marks on what was not resent yet; RACK marks the real holes again from the
+    /// ACKs that follow (RFC 8985 §6.2).
+    pub(crate) fn undo_rto_marks(&mut self) {
+        for s in self.segs.iter_mut() {
+            s.lost = false;
+        }
+        self.lost_bytes = 0;
     }
 }
 
@@ -455,12 +488,33 @@ mod tests {
     fn split_and_advance_keep_lost_bytes() {
         let mut r = Rack::default();
         r.on_send(1, 1001, ms(0));
-        r.on_rto(false);
+        r.on_rto(ms(300), 1, false, None);
         assert_eq!(r.lost_bytes(), 1000);
         r.on_send(1, 501, ms(1));
         assert_eq!(r.lost_bytes(), 500);
         r.advance(701);
         assert_eq!(r.lost_bytes(), 300);
         assert_eq!(r.next_lost(), Some((701, 1001)));
+    }
+
+    /// RFC 8985 §6.3: on a timeout, the segment at SND.UNA and those older than RACK.rtt +
+    /// RACK.reo_wnd are lost; one sent within that window is not (yet).
+    #[test]
+    fn rto_marks_head_and_old_segments_only() {
+        let mut r = Rack::default();
+        let mut sb = Scoreboard::default();
+        for k in 0..4u64 {
+            r.on_send(1 + k * 100, 101 + k * 100, ms(k));
+        }
+        // 101..201 SACKed at 11 ms: RACK.rtt 10 ms (sent at 1 ms).
+        r.on_ack(ms(11), 1, &[(101, 201)], &mut sb, 1, 401);
+        // A probe of the tail resent at 205 ms; the timeout fires at 210 ms.
+        r.on_send(301, 401, ms(205));
+        r.on_rto(ms(210), 1, false, None);
+        // Head (1..101) and 201..301 (sent at 2 ms) lost; the probe (205 + 10 > 210) not.
+        assert_eq!(r.lost_bytes(), 200);
+        assert_eq!(r.next_lost(), Some((1, 101)));
+        r.undo_rto_marks();
+        assert_eq!((r.lost_bytes(), r.next_lost()), (0, None));
     }
 }

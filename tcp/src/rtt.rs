@@ -1,13 +1,15 @@
 //! Round-trip time estimation and the retransmission timeout (RFC 6298).
 
-use netcore::Duration;
+use netcore::{Duration, Instant};
 
 /// RFC 6298 estimator with exponential backoff.
 #[derive(Debug, Clone)]
 pub(crate) struct RttEstimator {
     srtt: Option<Duration>,
     rttvar: Duration,
-    rto: Duration,
+    /// SRTT + max(G, 4 RTTVAR) (RFC 6298 §2.3), or the initial RTO before a sample; the
+    /// lower bound is applied when the timer is armed ([`RttEstimator::rto_with_floor`]).
+    base: Duration,
     min: Duration,
     max: Duration,
     /// Number of consecutive backoffs (RFC 6298 §5.5).
@@ -23,7 +25,7 @@ impl RttEstimator {
         RttEstimator {
             srtt: None,
             rttvar: Duration::ZERO,
-            rto: initial,
+            base: initial,
             min,
             max,
             backoff: 0,
@@ -49,16 +51,21 @@ impl RttEstimator {
             }
         }
         let srtt = self.srtt.unwrap_or(r);
-        // RFC 6298 §2.4/§2.5: clamp to [min, max].
-        self.rto = (srtt + G.max(self.rttvar * 4)).clamp(self.min, self.max);
+        self.base = srtt + G.max(self.rttvar * 4);
         // RFC 6298 §5.7: a new sample after backoff collapses the backoff.
         self.backoff = 0;
     }
 
-    /// The RTO to arm now, including backoff (RFC 6298 §5.5), capped at the maximum.
+    /// The RTO to arm now, including backoff (RFC 6298 §5.5), within [min, max] (§2.4, §2.5).
     pub(crate) fn rto(&self) -> Duration {
+        self.rto_with_floor(self.min)
+    }
+
+    /// Like [`RttEstimator::rto`] with `floor` as the lower bound instead of the minimum.
+    pub(crate) fn rto_with_floor(&self, floor: Duration) -> Duration {
         let shift = self.backoff.min(20);
-        self.rto.saturating_mul(1u32 << shift).min(self.max)
+        let rto = self.base.max(floor).min(self.max);
+        rto.saturating_mul(1u32 << shift).min(self.max)
     }
 
     /// Double the RTO (RFC 6298 §5.5).
@@ -67,9 +74,82 @@ impl RttEstimator {
     }
 }
 
+/// A windowed minimum of RTT samples over the last `window` (Kathleen Nichols' algorithm, as
+/// Linux's `win_minmax` for `tcp_min_rtt`): the best sample and two later, larger candidates
+/// that take over as the best ages out, so a path whose RTT rose (a route change, a standing
+/// queue) is followed within one window instead of being judged forever by its lowest sample
+/// (RFC 8985 §6.2 step 2 and the reordering window, step 4, use the recent minimum).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WindowedMin {
+    s: [(Instant, Duration); 3],
+    set: bool,
+}
+
+impl WindowedMin {
+    /// The current minimum, once sampled.
+    pub(crate) fn get(&self) -> Option<Duration> {
+        self.set.then_some(self.s[0].1)
+    }
+
+    /// Feed sample `v` taken at `now`; samples older than `window` expire.
+    pub(crate) fn update(&mut self, now: Instant, v: Duration, window: Duration) {
+        let new = (now, v);
+        if !self.set || v <= self.s[0].1 || now.saturating_duration_since(self.s[2].0) > window {
+            // A new minimum, or nothing in the window: restart with this sample.
+            self.s = [new; 3];
+            self.set = true;
+            return;
+        }
+        if v <= self.s[1].1 {
+            self.s[1] = new;
+            self.s[2] = new;
+        } else if v <= self.s[2].1 {
+            self.s[2] = new;
+        }
+        self.subwin_update(now, new, window);
+    }
+
+    /// Age the candidates: the best leaves after a whole window, the second moves up after a
+    /// quarter, the third after half, so the window keeps candidates from its later parts.
+    fn subwin_update(&mut self, now: Instant, new: (Instant, Duration), window: Duration) {
+        let age = now.saturating_duration_since(self.s[0].0);
+        if age > window {
+            self.s = [self.s[1], self.s[2], new];
+            if now.saturating_duration_since(self.s[0].0) > window {
+                self.s = [self.s[1], self.s[2], new];
+            }
+        } else if self.s[1].0 == self.s[0].0 && age > window / 4 {
+            self.s[1] = new;
+            self.s[2] = new;
+        } else if self.s[2].0 == self.s[1].0 && age > window / 2 {
+            self.s[2] = new;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windowed_min_follows_a_rise_within_one_window() {
+        let ms = Duration::from_millis;
+        let at = Instant::from_millis;
+        let w = ms(1000);
+        let mut m = WindowedMin::default();
+        assert_eq!(m.get(), None);
+        m.update(at(0), ms(10), w);
+        m.update(at(100), ms(12), w);
+        assert_eq!(m.get(), Some(ms(10)));
+        // The path's RTT rises to 50 ms and stays there.
+        for t in (300..=1400).step_by(100) {
+            m.update(at(t), ms(50), w);
+        }
+        assert_eq!(m.get(), Some(ms(50)), "the 10 ms sample aged out");
+        // A lower sample takes over at once.
+        m.update(at(1500), ms(40), w);
+        assert_eq!(m.get(), Some(ms(40)));
+    }
 
     #[test]
     fn rfc6298_formulas() {

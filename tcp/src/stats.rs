@@ -33,6 +33,12 @@ counters! {
     fast_retransmits,
     /// Retransmission timeouts.
     rtos,
+    /// Retransmission timeouts found spurious afterwards (RFC 3522 Eifel detection, with
+    /// timestamps): the ACK that followed acknowledged the original transmission.
+    spurious_rtos,
+    /// Spurious retransmission timeouts undone (RFC 4015: congestion state restored, no
+    /// go-back-N).
+    rto_undos,
     /// Tail loss probes sent (RFC 8985 §7).
     tlp_probes,
     /// Segments (or parts) marked lost by RACK (RFC 8985 §6.2), retransmissions included.

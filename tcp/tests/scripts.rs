@@ -64,3 +64,6 @@ mod dupack;
 
 #[path = "script/bbr.rs"]
 mod bbr;
+
+#[path = "script/prr.rs"]
+mod prr;

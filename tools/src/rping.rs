@@ -107,6 +107,13 @@ pub struct Options {
     pub timeout: Duration,
     /// Client: the source address (`-I`), which must be the device's.
     pub source: Option<std::net::Ipv4Addr>,
+    /// Test-only fault (server): the first RDMA Write crosses the end of the client's
+    /// advertised buffer by 8 bytes, so a conformant peer answers with a TERMINATE (DDP,
+    /// tagged, base or bounds violation: RFC 5041 §7.2).
+    pub write_past_end: bool,
+    /// Test-only fault (client): break the first Send's FPDU (`abi::ctl::tx_fault` value;
+    /// the daemon needs `[control] allow_faults`).
+    pub fault: Option<u8>,
 }
 
 /// What went wrong, as rping words it.
@@ -382,7 +389,10 @@ pub fn run_client(opts: &Options) -> Res<u64> {
     let mut c = Conn::setup(&dev, id.clone(), opts, true)?;
     id.connect(&c.qp, opts.addr, &opts.conn)?;
     match id.wait_established(opts.timeout) {
-        Ok(_) => c.state = State::Connected,
+        Ok(est) => {
+            dbg(opts, || negotiated(&est));
+            c.state = State::Connected;
+        }
         Err(e) => {
             return Err(Failure(format!("cma event {}, error {e}", cma_name(&e))));
         }
@@ -400,6 +410,20 @@ pub fn run_client(opts: &Options) -> Res<u64> {
         return Err(Failure("rping client failed".into()));
     }
     Ok(done)
+}
+
+/// The `--debug` line naming what MPA negotiated (the interop harness checks it).
+pub fn negotiated(e: &verbs::Established) -> String {
+    let on = |b: bool| if b { "on" } else { "off" };
+    format!(
+        "negotiated: MPA rev {} crc {} markers {} ird {} ord {} peer {}",
+        e.revision,
+        on(e.crc),
+        on(e.markers),
+        e.ird,
+        e.ord,
+        e.remote
+    )
 }
 
 fn cma_name(e: &verbs::Error) -> &'static str {
@@ -425,6 +449,9 @@ fn client_loop(c: &mut Conn) -> Res<u64> {
         fill_ping(&mut buf, ping, start_char(ping));
         start_mr.write(0, &buf)?;
         c.format_send(&start_mr)?;
+        if let (Some(f), 0) = (c.opts.fault, ping) {
+            c.qp.inject_fault(f)?;
+        }
         c.post_info()?;
         if !c.expect(State::WriteAdv)? {
             break;
@@ -494,9 +521,12 @@ fn serve_one(dev: &Device, id: CmId, opts: &Options) -> Res<()> {
         ..opts.conn.clone()
     };
     id.accept(&c.qp, &param)?;
-    if let Err(e) = id.wait_established(opts.timeout) {
-        eprintln!("wait for CONNECTED state {}: {e}", State::Error as u8);
-        return Err(Failure("connect error".into()));
+    match id.wait_established(opts.timeout) {
+        Ok(est) => dbg(opts, || negotiated(&est)),
+        Err(e) => {
+            eprintln!("wait for CONNECTED state {}: {e}", State::Error as u8);
+            return Err(Failure("connect error".into()));
+        }
     }
     c.state = State::Connected;
     let r = server_loop(&mut c);
@@ -546,7 +576,13 @@ fn server_loop(c: &mut Conn) -> Res<()> {
             return Ok(());
         }
         let n = (c_str(&data).len() + 1).min(c.opts.size);
-        let write = SendWr::write(3, &[c.rdma.sge(0, n)?], c.remote.addr, c.remote.rkey);
+        let (n, to) = if c.opts.write_past_end {
+            let n = n.clamp(16, c.opts.size);
+            (n, c.remote.addr + c.remote.len + 8 - n as u64)
+        } else {
+            (n, c.remote.addr)
+        };
+        let write = SendWr::write(3, &[c.rdma.sge(0, n)?], to, c.remote.rkey);
         c.qp.post_send(&write)?;
         if !c.expect(State::WriteComplete)? {
             return Ok(());

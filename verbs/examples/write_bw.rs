@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if cli.net.server {
         qp.post_recv(&RecvWr::new(0, &[buf.sge(0, 8)?]))?;
     }
-    let (_id, peer) = cli.net.establish(&dev, &qp, buf.remote())?;
+    let (id, peer) = cli.net.establish(&dev, &qp, buf.remote())?;
     if cli.net.server {
         let wc = wait(&cq, Duration::from_secs(3600))?;
         let mut b = [0u8; 8];
@@ -52,6 +52,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "write_bw server: {} bytes written by the client (last message {wc})",
             u64::from_le_bytes(b)
         );
+        // Stay until the client has its Send acknowledged and disconnects: an embedded engine
+        // stops with this process, and an unacknowledged Send would leave the client waiting.
+        let _ = id.get_event(Some(cli.net.timeout()));
         return Ok(());
     }
     if peer.len < cli.size as u64 {
@@ -72,6 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     buf.write(0, &bytes.to_le_bytes())?;
     qp.post_send(&SendWr::send(u64::MAX, &[buf.sge(0, 8)?]))?;
     wait(&cq, cli.net.timeout())?;
+    id.disconnect()?;
     Ok(())
 }
 
@@ -106,7 +110,10 @@ fn blast(
         done += n as u64;
         if n > 0 {
             last_progress = Instant::now();
-        } else if last_progress.elapsed() > cli.net.timeout() {
+        } else {
+            common::idle();
+        }
+        if n == 0 && last_progress.elapsed() > cli.net.timeout() {
             return Err(format!(
                 "no completion for {:?} ({done} of {})",
                 cli.net.timeout(),
@@ -118,10 +125,20 @@ fn blast(
     Ok((start.elapsed().as_secs_f64(), done))
 }
 
+/// The next completion, polling (spinning or yielding between polls, `--idle`).
 fn wait(cq: &verbs::Cq, t: Duration) -> Result<Wc, Box<dyn std::error::Error>> {
-    match cq.wait_one(t)? {
-        Some(wc) if wc.is_ok() => Ok(wc),
-        Some(wc) => Err(format!("completion failed: {wc}").into()),
-        None => Err(format!("no completion within {t:?}").into()),
+    let start = Instant::now();
+    let mut wc = [Wc::default(); 1];
+    loop {
+        if cq.poll(&mut wc)? == 1 {
+            return match wc[0] {
+                w if w.is_ok() => Ok(w),
+                w => Err(format!("completion failed: {w}").into()),
+            };
+        }
+        if start.elapsed() > t {
+            return Err(format!("no completion within {t:?}").into());
+        }
+        common::idle();
     }
 }

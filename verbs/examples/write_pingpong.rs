@@ -97,7 +97,7 @@ fn wait_mark(mr: &verbs::Mr, at: usize, mark: u8, timeout: Duration) -> verbs::R
                 "the peer's write {mark} did not arrive within {timeout:?}"
             )));
         }
-        std::hint::spin_loop();
+        common::idle();
     }
     Ok(())
 }

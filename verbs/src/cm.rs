@@ -495,6 +495,7 @@ impl CmId {
             private_data: param.private_data.clone(),
             ird: param.ird,
             ord: param.ord,
+            mpa: param.mpa,
         })?;
         self.done("Accept", r)?;
         self.bind(qp);

@@ -92,9 +92,15 @@ pub(crate) struct DeviceInner {
     pub(crate) spec: DeviceSpec,
     /// Segments alive, to tell whether memory handed to `reg_*` is shared.
     pub(crate) segments: Mutex<Vec<Weak<crate::mem::SegmentInner>>>,
-    /// Keeps an embedded engine alive as long as any object of the device.
-    #[allow(dead_code)]
-    pub(crate) engine: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// Keeps an embedded engine alive as long as any object of the device, and steps its
+    /// dataplane loops from the caller's thread ([`Device::poll_engine`]).
+    pub(crate) engine: Option<Box<dyn LocalEngine>>,
+}
+
+/// An engine running in this process (embedded mode).
+pub(crate) trait LocalEngine: Send + Sync {
+    /// Step the dataplane loops once from the calling thread (run-to-completion mode).
+    fn poll(&self);
 }
 
 impl std::fmt::Debug for DeviceInner {
@@ -158,7 +164,7 @@ impl Device {
     pub(crate) fn handshake(
         spec: DeviceSpec,
         session: Session,
-        engine: Option<Box<dyn std::any::Any + Send + Sync>>,
+        engine: Option<Box<dyn LocalEngine>>,
     ) -> Result<Device> {
         let name = std::env::args()
             .next()
@@ -272,18 +278,22 @@ impl Device {
         self.inner.session.fd()
     }
 
-    /// True when the engine makes progress only while the caller polls it
-    /// ([`Device::poll_engine`]). Daemon devices and today's embedded engines run on their own
-    /// pinned dataplane threads, so this is `false` for every device this version opens; a
-    /// caller-driven embedded mode needs a steppable dataplane loop (not there yet).
+    /// True when the caller's thread may drive the engine ([`Device::poll_engine`]): an
+    /// embedded engine (run-to-completion mode). A daemon's engine runs on its own threads.
     pub fn is_pumped(&self) -> bool {
-        false
+        self.inner.engine.is_some()
     }
 
-    /// Let a caller-driven engine run one round; nothing to do for devices whose engine runs
-    /// on its own threads (every device of this version, see [`Device::is_pumped`]). Busy
-    /// loops may call it unconditionally.
-    pub fn poll_engine(&self) {}
+    /// Embedded mode: run one iteration of the engine's dataplane loop on the calling thread
+    /// (receive, place, transmit, complete), so a busy-polling application sees its
+    /// completions and data without a hand-off to the dataplane thread; that thread naps
+    /// while the application keeps polling and takes over when it stops (`dataplane::pump`).
+    /// Nothing happens for a daemon's device. Busy loops may call it unconditionally.
+    pub fn poll_engine(&self) {
+        if let Some(e) = &self.inner.engine {
+            e.poll();
+        }
+    }
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
         self.inner.session.call(req, &[])

@@ -73,7 +73,20 @@ mod imp {
         let sock = engine
             .connect()
             .map_err(Error::io("embedded control connection"))?;
-        Device::handshake(spec.clone(), Session::new(sock), Some(Box::new(engine)))
+        Device::handshake(
+            spec.clone(),
+            Session::new(sock),
+            Some(Box::new(Local(engine))),
+        )
+    }
+
+    /// The process's engine, stepped from application threads.
+    struct Local(Arc<control::embedded::Embedded>);
+
+    impl crate::device::LocalEngine for Local {
+        fn poll(&self) {
+            self.0.poll();
+        }
     }
 }
 

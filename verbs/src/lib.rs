@@ -62,7 +62,7 @@ mod pd;
 mod qp;
 mod session;
 
-pub use abi::ctl::{DeviceAttrs, MpaOverride, QpAttrs, qp_state};
+pub use abi::ctl::{DeviceAttrs, MpaOverride, QpAttrs, qp_state, tx_fault};
 pub use abi::{CqeOpcode as WcOpcode, CqeStatus as WcStatus, Sge};
 pub use cm::{CmEvent, CmHandle, CmId, ConnParam, ConnectRequest, CrcMode, Established, Rtr};
 pub use cq::{CompChannel, Cq, Wc};

@@ -74,7 +74,8 @@ impl SendWr {
         w
     }
 
-    /// RDMA Read of the peer's `rkey` at `remote_addr` into the SGEs (RFC 5040 §5.2).
+    /// RDMA Read of the peer's `rkey` at `remote_addr` into `sges` (RFC 5040 §5.2): exactly one
+    /// SGE, the local sink (of length 0 for a zero-byte Read); others are refused at post time.
     pub fn read(wr_id: u64, sges: &[Sge], remote_addr: u64, rkey: u32) -> SendWr {
         let mut w = SendWr::new(wr_id, WqeOpcode::Read, sges);
         w.wqe.remote_addr = remote_addr;
@@ -151,10 +152,24 @@ impl SendWr {
                 self.sges
             )));
         }
-        self.wqe
+        let op = self
+            .wqe
             .validate()
-            .map(|_| ())
-            .map_err(|e| Error::InvalidArgument(format!("send WR {}: {e}", self.wqe.wr_id)))
+            .map_err(|e| Error::InvalidArgument(format!("send WR {}: {e}", self.wqe.wr_id)))?;
+        // The engine (as siw) takes one sink SGE for a Read and an atomic: refuse others
+        // here, at post time, rather than with an error completion later.
+        let one_sge = matches!(
+            op,
+            WqeOpcode::Read | WqeOpcode::FetchAdd | WqeOpcode::CmpSwap
+        );
+        if one_sge && self.sges != 1 {
+            return Err(Error::InvalidArgument(format!(
+                "send WR {}: {op:?} takes exactly one SGE (the local sink), got {}; a \
+                 zero-byte Read takes one SGE of length 0",
+                self.wqe.wr_id, self.sges
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -398,6 +413,18 @@ impl Qp {
         {
             Response::QpAttrs { attrs } => Ok(attrs),
             r => Err(unexpected("QueryQp", &r)),
+        }
+    }
+
+    /// Test only: break this QP's next outgoing FPDU (`abi::ctl::tx_fault`: BAD_CRC, TRUNCATE,
+    /// FIN, RST). The daemon must run with `[control] allow_faults = true`.
+    pub fn inject_fault(&self, fault: u8) -> Result<()> {
+        match self.inner.pd.dev().call(&Request::InjectFault {
+            qp: self.id(),
+            fault,
+        })? {
+            Response::Done {} => Ok(()),
+            r => Err(unexpected("InjectFault", &r)),
         }
     }
 

@@ -413,14 +413,30 @@ messages!(
             id: CmId, qp: QpId, remote: SocketAddrV4, private_data: Vec<u8>,
             ird: u32, ord: u32, mpa: MpaOverride,
         },
-        /// Accept a connect request (the `id` of its event) with `qp`.
-        Accept = 0x0013 { id: CmId, qp: QpId, private_data: Vec<u8>, ird: u32, ord: u32 },
+        /// Accept a connect request (the `id` of its event) with `qp`; `mpa.crc` may override
+        /// the listener's CRC choice for this connection's Reply (ABI 2).
+        Accept = 0x0013 { id: CmId, qp: QpId, private_data: Vec<u8>, ird: u32, ord: u32, mpa: MpaOverride },
         /// Reject a connect request with private data (MPA reply with the Rejected bit).
         Reject = 0x0014 { id: CmId, private_data: Vec<u8> },
         /// Close the connection gracefully (QP to CLOSING, then the TCP close).
         Disconnect = 0x0015 { id: CmId },
+        /// Test only (`[control] allow_faults`): break the QP's next outgoing FPDU;
+        /// `fault` is one of [`tx_fault`] (docs/rdma-seams.md "Fault switches").
+        InjectFault = 0x0016 { qp: QpId, fault: u8 },
     }
 );
+
+/// Values of `Request::InjectFault::fault`.
+pub mod tx_fault {
+    /// The FPDU with its MPA CRC inverted.
+    pub const BAD_CRC: u8 = 1;
+    /// Its first half, then nothing more on the stream.
+    pub const TRUNCATE: u8 = 2;
+    /// Its first half, then FIN.
+    pub const FIN: u8 = 3;
+    /// Its first half, then RST.
+    pub const RST: u8 = 4;
+}
 
 messages!(
     /// Daemon -> client, answering the request with the same id.

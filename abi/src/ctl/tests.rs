@@ -100,12 +100,20 @@ pub(crate) fn all_requests() -> Vec<Request> {
             private_data: b"hello".to_vec(),
             ird: 1,
             ord: 1,
+            mpa: MpaOverride {
+                crc: 1,
+                ..MpaOverride::default()
+            },
         },
         Request::Reject {
             id: CmId(7),
             private_data: pd,
         },
         Request::Disconnect { id: CmId(7) },
+        Request::InjectFault {
+            qp: QpId(4),
+            fault: crate::ctl::tx_fault::RST,
+        },
     ]
 }
 

@@ -80,6 +80,27 @@ pub enum OnOff {
     Off,
 }
 
+/// `--idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Idle {
+    /// Busy-poll.
+    Spin,
+    /// `sched_yield` between empty polls.
+    Yield,
+}
+
+impl Idle {
+    /// `yield` below 4 CPUs (the dataplane threads and ours cannot each have a core).
+    pub fn resolve(v: Option<Idle>) -> Idle {
+        v.unwrap_or_else(
+            || match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+                n if n < 4 => Idle::Yield,
+                _ => Idle::Spin,
+            },
+        )
+    }
+}
+
 /// perftest's `-A`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
@@ -157,6 +178,17 @@ pub struct PerfArgs {
     /// Ours: plot bandwidth or latency against message size into a PNG (for -a sweeps).
     #[arg(long = "plot", value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
+    /// Ours: what the polling loops do when they found nothing: `spin` (perftest's way, for
+    /// cores of our own) or `yield` (sched_yield: the dataplane threads share our cores).
+    /// Default: `yield` on machines with fewer than 4 CPUs, else `spin`.
+    #[arg(long = "idle", value_enum)]
+    pub idle: Option<Idle>,
+    /// Ours, embedded mode: `on` the polling loops step the engine's dataplane loop
+    /// themselves (run-to-completion, `verbs::Device::poll_engine`): a lower median latency on
+    /// shared cores, but 0.6x the bandwidth and longer tails (BENCHMARKS.md §4); `off`
+    /// (default) they leave it to the engine's dataplane thread. No effect with a daemon.
+    #[arg(long = "pump", value_enum, default_value_t = OnOff::Off)]
+    pub pump: OnOff,
     /// Ours: also count this process's CPU time (the daemon in daemon mode) in CPU_Util.
     #[arg(long = "daemon_pid", value_name = "PID")]
     pub daemon_pid: Option<u32>,

@@ -12,12 +12,61 @@ use anyhow::{Context, Result, bail};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
-use verbs::{Access, CmId, ConnParam, Cq, CrcMode, Device, Mr, Pd, Qp, RecvWr, SendWr, Wc};
+use verbs::{Access, CmId, ConnParam, Cq, CrcMode, Device, Mr, Pd, Qp, RecvWr, Rtr, SendWr, Wc};
 
 /// How long a wait for a completion or an event may take before the test fails.
 const WAIT: Duration = Duration::from_secs(30);
 /// `SYNC_SPEC_ID` of perftest: the wr_id of exchange messages.
 const SYNC_ID: u64 = 5;
+
+/// Whether the polling loops give the core away (`sched_yield`) when they found nothing.
+static YIELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the polling loops step an embedded engine themselves (`--pump`).
+static PUMP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--pump on|off`: whether the polling loops drive an embedded engine themselves.
+pub fn set_pump(on: bool) {
+    PUMP.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Make the polling loops yield (`--idle yield`: the dataplane threads share our cores) or
+/// spin (`--idle spin`: perftest's behaviour, for cores of our own).
+pub fn set_idle_yield(on: bool) {
+    YIELD.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// One turn of a polling loop that found nothing: drive an engine this thread pumps, then
+/// spin or yield.
+fn idle_turn(dev: &Device) {
+    if PUMP.load(std::sync::atomic::Ordering::Relaxed) && dev.is_pumped() {
+        dev.poll_engine();
+    }
+    if YIELD.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// How long a graceful close may take before the process exits anyway.
+const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// Disconnect `cm` and wait (up to [`CLOSE_WAIT`]) for the close to finish, so the FIN (and
+/// the ACK of the peer's last message, whose Send completes only on that ACK) leaves before
+/// an embedded engine stops with the process.
+fn close(cm: &CmId) {
+    if cm.disconnect().is_err() {
+        return;
+    }
+    let end = Instant::now() + CLOSE_WAIT;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match cm.get_event(Some(left)) {
+            Ok(Some(verbs::CmEvent::Disconnected { .. })) | Ok(None) | Err(_) => return,
+            Ok(Some(_)) => {}
+        }
+    }
+}
 
 /// Poll `cq` until a completion arrives or `deadline` passes.
 fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
@@ -31,10 +80,7 @@ fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
         if Instant::now() > deadline {
             bail!("no completion within {:?}", WAIT);
         }
-        if dev.is_pumped() {
-            dev.poll_engine();
-        }
-        std::hint::spin_loop();
+        idle_turn(dev);
     }
 }
 
@@ -121,9 +167,9 @@ impl CommQp {
         })
     }
 
-    /// Close the connection (FIN to the peer).
+    /// Close the connection (FIN to the peer) and wait for the close to finish.
     pub fn disconnect(&self) {
-        let _ = self.cm.disconnect();
+        close(&self.cm);
     }
 }
 
@@ -202,6 +248,8 @@ pub struct Side {
     mr: Mr,
     buff: usize,
     data: Vec<DataQp>,
+    /// Server: the data connections' listener, from [`Engine::listen_data`].
+    data_listener: Option<CmId>,
     last_cpu: Option<f64>,
     seed: u64,
 }
@@ -235,6 +283,7 @@ impl Side {
             mr,
             buff,
             data: Vec::new(),
+            data_listener: None,
             last_cpu: None,
             seed,
         })
@@ -268,7 +317,13 @@ impl Side {
         for _ in 0..50 {
             let qp = self.build_qp()?;
             let cm = self.dev.create_cm_id()?;
-            cm.connect(&qp, server, &conn_param(self.o.crc, self.reads()))?;
+            // The MPA responder sends nothing before the initiator's first FPDU (RFC 5044
+            // §7.1), but perftest's write_lat server writes first: offer peer-to-peer mode
+            // with a zero-length RDMA Write as the ready-to-receive message (RFC 6581 §5),
+            // which unlocks the responder at once. A peer without RTR support just leaves it
+            // off (and then write_lat against it waits, as it would with perftest).
+            let param = conn_param(self.o.crc, self.reads()).rtr(Rtr::Write);
+            cm.connect(&qp, server, &param)?;
             match cm.wait_established(WAIT) {
                 Ok(_) => return Ok(DataQp { qp, cm }),
                 Err(e @ (verbs::Error::Rejected { .. } | verbs::Error::ConnectFailed { .. })) => {
@@ -284,10 +339,10 @@ impl Side {
         .with_context(|| format!("data connection to {server}"))
     }
 
-    /// Disconnect the data connections.
+    /// Disconnect the data connections and wait for the closes to finish.
     pub fn disconnect(&self) {
         for d in &self.data {
-            let _ = d.cm.disconnect();
+            close(&d.cm);
         }
     }
 
@@ -413,8 +468,8 @@ impl Side {
             if done {
                 break;
             }
-            if n == 0 && self.dev.is_pumped() {
-                self.dev.poll_engine();
+            if n == 0 {
+                idle_turn(&self.dev);
             }
             if n > 0 {
                 progress = Instant::now();
@@ -438,8 +493,24 @@ impl Side {
         )))
     }
 
-    /// `run_iter_bw_server` (send_bw): count receive completions, keep receives posted.
-    fn run_bw_server(&mut self, size: u64) -> Result<Row> {
+    /// perftest on iWARP (`send_rcredit`): a send_bw client stops `rx_depth` Sends ahead of
+    /// the credits the server RDMA-Writes into the buffer its pingpong_dest names (a `u32`
+    /// receive count, host order), and its rx_depth is at most the iterations. Without
+    /// credits siw's `ib_send_bw -R -n 50` stalls at its 49th Send (seen live).
+    fn send_credit(&mut self, q: usize, count: u64, nth: u64, remote: &[Dest]) -> Result<()> {
+        let Some(rem) = remote.get(q) else {
+            return Ok(());
+        };
+        let off = q * self.buff + (nth % 16) as usize * 4;
+        self.mr.write(off, &(count as u32).to_le_bytes())?;
+        let w = SendWr::write(u64::MAX, &[self.mr.sge(off, 4)?], rem.vaddr, rem.rkey).signaled();
+        self.data[q].qp.post_send(&w)?;
+        Ok(())
+    }
+
+    /// `run_iter_bw_server` (send_bw): count receive completions, keep receives posted, send
+    /// credits ([`Side::send_credit`]).
+    fn run_bw_server(&mut self, size: u64, remote: &[Dest]) -> Result<Row> {
         let qps = self.o.qps as usize;
         let total = if self.o.duration.is_some() {
             u64::MAX
@@ -451,7 +522,13 @@ impl Side {
         let (mut first, mut last) = (0u64, 0u64);
         let mut wcs = vec![Wc::default(); 64];
         let mut idle = Instant::now();
+        // perftest's credit_cnt = rx_depth / 3, the client's rx_depth at most its iterations.
+        let credit_every = (u64::from(self.o.rx_depth).min(self.o.iters) / 3).max(1);
+        let mut per_qp = vec![0u64; qps];
+        let mut credits = 0u64;
+        let mut scratch = vec![Wc::default(); 16];
         while got < total {
+            self.scq.poll(&mut scratch)?;
             let n = self.rcq.poll(&mut wcs)?;
             if n == 0 {
                 if let Some(e) = end
@@ -462,9 +539,7 @@ impl Side {
                 if idle.elapsed() > WAIT {
                     bail!("no Send received for {WAIT:?} ({got} so far)");
                 }
-                if self.dev.is_pumped() {
-                    self.dev.poll_engine();
-                }
+                idle_turn(&self.dev);
                 continue;
             }
             idle = Instant::now();
@@ -478,7 +553,16 @@ impl Side {
                 if !wc.is_ok() {
                     bail!("receive completion with error: {wc}");
                 }
-                self.post_recvs(wc.wr_id() as usize, 1)?;
+                let q = wc.wr_id() as usize;
+                self.post_recvs(q, 1)?;
+                if let Some(c) = per_qp.get_mut(q) {
+                    *c += 1;
+                    if *c % credit_every == 0 {
+                        let c = *c;
+                        credits += 1;
+                        self.send_credit(q, c, credits, remote)?;
+                    }
+                }
             }
             got += n as u64;
         }
@@ -544,10 +628,7 @@ impl Side {
                         }
                         bail!("peer's RDMA Write {rcnt} did not arrive within {WAIT:?}");
                     }
-                    if self.dev.is_pumped() {
-                        self.dev.poll_engine();
-                    }
-                    std::hint::spin_loop();
+                    idle_turn(&self.dev);
                 }
             }
             if let Some(e) = end
@@ -651,6 +732,18 @@ pub fn now_ns() -> u64 {
 }
 
 impl Engine for Side {
+    fn listen_data(&mut self) -> Result<()> {
+        if self.data_listener.is_none() && self.o.server.is_none() {
+            let addr = SocketAddrV4::new(*self.dev.attrs().ip.ip(), self.o.port);
+            let listener = self.dev.create_cm_id()?;
+            listener
+                .listen(addr, self.o.qps)
+                .with_context(|| format!("listen on {addr}"))?;
+            self.data_listener = Some(listener);
+        }
+        Ok(())
+    }
+
     fn connect_data(&mut self) -> Result<()> {
         match self.o.server {
             Some(ip) => {
@@ -661,11 +754,8 @@ impl Engine for Side {
                 }
             }
             None => {
-                let addr = SocketAddrV4::new(*self.dev.attrs().ip.ip(), self.o.port);
-                let listener = self.dev.create_cm_id()?;
-                listener
-                    .listen(addr, self.o.qps)
-                    .with_context(|| format!("listen on {addr}"))?;
+                self.listen_data()?;
+                let listener = self.data_listener.take().context("no data listener")?;
                 for _ in 0..self.o.qps {
                     let req = listener
                         .get_request(Duration::from_secs(60))
@@ -713,7 +803,7 @@ impl Engine for Side {
                 Some(self.run_bw(size, remote)?)
             }
             Test::SendBw if client => Some(self.run_bw(size, remote)?),
-            Test::SendBw => Some(self.run_bw_server(size)?),
+            Test::SendBw => Some(self.run_bw_server(size, remote)?),
             Test::WriteLat => Some(self.run_lat_write(size, remote)?),
             Test::SendLat => Some(self.run_lat_send(size)?),
             Test::ReadLat | Test::AtomicLat if client => Some(self.run_lat_op(size, remote)?),

@@ -39,6 +39,13 @@ pub enum Row {
 
 /// What the test side does for the driver.
 pub trait Engine {
+    /// Server: start listening for the data connection(s) before answering the exchange
+    /// that precedes them. perftest's client connects as soon as that answer arrives and
+    /// gives up at the first refusal (seen live against siw's `ib_write_bw -R`), so the
+    /// listener must already be there.
+    fn listen_data(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Open the data connection(s).
     fn connect_data(&mut self) -> Result<()>;
     /// Our QPs as the peer must address them (after the data connection is up).
@@ -115,7 +122,10 @@ pub fn drive(
     if !client {
         eng.out(report::SERVER_BANNER);
     }
-    for step in steps {
+    for (n, step) in steps.iter().enumerate() {
+        if !client && steps.get(n + 1) == Some(&Step::ConnectData) {
+            eng.listen_data()?;
+        }
         match *step {
             Step::Version => {
                 let r = xchg(comm, client, &wire::encode_version(wire::VERSION))?;

@@ -154,6 +154,36 @@ impl QpTotals {
         self.cqe_flushed += c.cqe_flushed;
         self.cqe_local_error += c.cqe_local_error;
     }
+
+    /// Adds another sum (a freed client's) to this one.
+    pub(crate) fn merge(&mut self, o: &QpTotals) {
+        self.fpdus_rx += o.fpdus_rx;
+        self.bytes_placed += o.bytes_placed;
+        self.fpdus_tx += o.fpdus_tx;
+        self.bytes_tx += o.bytes_tx;
+        self.crc_errors += o.crc_errors;
+        self.terminates_tx += o.terminates_tx;
+        self.terminates_rx += o.terminates_rx;
+        self.cqe_success += o.cqe_success;
+        self.cqe_flushed += o.cqe_flushed;
+        self.cqe_local_error += o.cqe_local_error;
+    }
+
+    /// The stats file's keys and values.
+    pub(crate) fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("fpdus_rx", self.fpdus_rx),
+            ("bytes_placed", self.bytes_placed),
+            ("fpdus_tx", self.fpdus_tx),
+            ("bytes_tx", self.bytes_tx),
+            ("crc_errors", self.crc_errors),
+            ("qp_terminates_tx", self.terminates_tx),
+            ("qp_terminates_rx", self.terminates_rx),
+            ("cqe_success", self.cqe_success),
+            ("cqe_flushed", self.cqe_flushed),
+            ("cqe_local_error", self.cqe_local_error),
+        ]
+    }
 }
 
 /// A connected client.

@@ -344,8 +344,8 @@ impl Service {
         id: CmId,
         qp: QpId,
         private_data: Vec<u8>,
-        ird: u32,
-        ord: u32,
+        (ird, ord): (u32, u32),
+        mpa: MpaOverride,
     ) -> Result<Response, Fail> {
         let CmState::Requested {
             conn,
@@ -367,6 +367,11 @@ impl Service {
                 format!("ird {ird} / ord {ord}: allowed 0..=16383"),
             );
         }
+        // Only CRC can change at accept time (the listener's policy fixed the rest).
+        let crc = (mpa.crc != 0)
+            .then(|| self.policy(mpa))
+            .transpose()?
+            .map(|p| p.crc);
         let binding = self.binding(client, qp)?;
         self.engine
             .send(
@@ -377,6 +382,7 @@ impl Service {
                     private_data,
                     ird: ird as u16,
                     ord: ord as u16,
+                    crc,
                 },
             )
             .or_else(|e| fail(ErrorCode::NoResources, format!("Accept: {e}")))?;
@@ -408,9 +414,16 @@ impl Service {
     }
 
     pub(crate) fn disconnect(&mut self, client: ClientId, id: CmId) -> Result<Response, Fail> {
+        let state = self.client(client)?.cm(id)?.clone();
+        // The connection is over already (the peer closed first, or it failed): nothing to
+        // do, as iw_cm's disconnect in its CLOSING and IDLE states. An application that
+        // disconnects after the last exchange must not fail for losing the race.
+        if matches!(state, CmState::Closed) {
+            return Ok(Response::Done {});
+        }
         let CmState::Conn {
             conn, thread, qp, ..
-        } = self.client(client)?.cm(id)?.clone()
+        } = state
         else {
             return fail(
                 ErrorCode::InvalidState,

@@ -80,6 +80,8 @@ pub struct ServiceConfig {
     pub max_clients: u32,
     /// Per-client limits.
     pub limits: Limits,
+    /// `[control] allow_faults`: `InjectFault` is served (test only).
+    pub allow_faults: bool,
 }
 
 impl ServiceConfig {
@@ -94,6 +96,7 @@ impl ServiceConfig {
             mpa: mpa_policy(&cfg.mpa),
             max_clients: cfg.control.max_clients,
             limits: Limits::default(),
+            allow_faults: cfg.control.allow_faults,
         }
     }
 }
@@ -141,6 +144,11 @@ pub struct Totals {
     pub errors: u64,
     /// Engine events that matched no client (it had left).
     pub orphan_events: u64,
+    /// Completions of the clients that have been freed.
+    pub freed_completions: u64,
+    /// The QP counters of the clients that have been freed (their `[client.N]` sections are
+    /// gone; the stats file keeps these under `[freed_clients]`).
+    pub freed_qps: QpTotals,
 }
 
 /// The service. Not thread-safe by itself: the server keeps it in a `Mutex`.
@@ -400,9 +408,11 @@ impl Service {
                 private_data,
                 ird,
                 ord,
-            } => self.accept(client, id, qp, private_data, ird, ord),
+                mpa,
+            } => self.accept(client, id, qp, private_data, (ird, ord), mpa),
             Request::Reject { id, private_data } => self.reject(client, id, private_data),
             Request::Disconnect { id } => self.disconnect(client, id),
+            Request::InjectFault { qp, fault } => self.inject_fault(client, qp, fault),
             other => fail(
                 ErrorCode::Unsupported,
                 format!("{} is not supported by this daemon", other.name()),
@@ -443,6 +453,8 @@ impl Service {
     }
 
     fn departed_done(&mut self, client: ClientId, dep: Departed) {
+        self.totals.freed_completions += dep.completions;
+        self.totals.freed_qps.merge(&dep.qp_totals);
         tracing::info!(
             client = client.0,
             pid = dep.pid,

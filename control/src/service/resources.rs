@@ -9,6 +9,7 @@ use abi::ring::{Consumer, CqConsumer, CqLayout, MAX_CQ_SUBS, MAX_ENTRIES};
 use abi::{RecvWqe, Wqe};
 use dataplane::rdma::{
     ClientId, CqBinding, EngineCmd, MrRequest, QpBinding, QpQueues, RingBinding, RingLocation,
+    TxFault,
 };
 use iwarp::stag::{Access, MrHandle, PdId as IwPdId};
 use shm::{EventFd, Segment};
@@ -426,17 +427,69 @@ impl Service {
                 format!("qp {} is not yours or unknown", qp.0),
             );
         };
-        if q.thread.is_some() && q.state != qp_state::ERROR {
+        // A QP a dataplane thread runs: it flushes every outstanding WR, sends a TERMINATE
+        // and closes; the QpError event follows.
+        let flush = (q.state != qp_state::ERROR)
+            .then_some(q.thread)
+            .flatten()
+            .map(|t| (t, q.qp_num));
+        q.state = qp_state::ERROR;
+        if let Some((thread, num)) = flush {
+            self.engine
+                .send(thread, EngineCmd::FlushQp { qp: num })
+                .or_else(|e| fail(ErrorCode::NoResources, format!("ModifyQpError: {e}")))?;
+        }
+        Ok(Response::Done {})
+    }
+
+    /// Test only: arm a transmit fault on a connected QP (docs/rdma-seams.md).
+    pub(crate) fn inject_fault(
+        &mut self,
+        client: ClientId,
+        qp: QpId,
+        fault: u8,
+    ) -> Result<Response, Fail> {
+        if !self.cfg.allow_faults {
             return fail(
                 ErrorCode::Unsupported,
-                format!(
-                    "qp {} is bound to a connection: moving it to ERROR needs an engine command \
-                     the dataplane does not offer yet; use Disconnect or DestroyQp",
-                    qp.0
-                ),
+                "InjectFault is test only: set [control] allow_faults = true".to_string(),
             );
         }
-        q.state = qp_state::ERROR;
+        let f = match fault {
+            abi::ctl::tx_fault::BAD_CRC => TxFault::BadCrc,
+            abi::ctl::tx_fault::TRUNCATE => TxFault::Truncate,
+            abi::ctl::tx_fault::FIN => TxFault::FinInside,
+            abi::ctl::tx_fault::RST => TxFault::RstInside,
+            v => {
+                return fail(
+                    ErrorCode::InvalidArgument,
+                    format!("fault {v}: allowed 1 (badcrc), 2 (truncate), 3 (fin), 4 (rst)"),
+                );
+            }
+        };
+        let c = self.client(client)?;
+        c.qp(qp)?;
+        let Some(q) = c.qps.get(&qp) else {
+            return fail(
+                ErrorCode::UnknownHandle,
+                format!("qp {} is not yours or unknown", qp.0),
+            );
+        };
+        let (Some(thread), num) = (q.thread, q.qp_num) else {
+            return fail(
+                ErrorCode::InvalidState,
+                format!("qp {} is not connected", qp.0),
+            );
+        };
+        self.engine
+            .send(thread, EngineCmd::InjectFault { qp: num, fault: f })
+            .or_else(|e| fail(ErrorCode::NoResources, format!("InjectFault: {e}")))?;
+        tracing::warn!(
+            client = client.0,
+            qp = qp.0,
+            fault = f.name(),
+            "test fault armed"
+        );
         Ok(Response::Done {})
     }
 

@@ -115,20 +115,22 @@ impl Service {
                     ("terminates_sent", c.terminates_sent),
                     ("qp_errors", c.qp_errors),
                     ("errors", c.errors),
-                    ("fpdus_rx", s.qp.fpdus_rx),
-                    ("bytes_placed", s.qp.bytes_placed),
-                    ("fpdus_tx", s.qp.fpdus_tx),
-                    ("bytes_tx", s.qp.bytes_tx),
-                    ("crc_errors", s.qp.crc_errors),
-                    ("qp_terminates_tx", s.qp.terminates_tx),
-                    ("qp_terminates_rx", s.qp.terminates_rx),
-                    ("cqe_success", s.qp.cqe_success),
-                    ("cqe_flushed", s.qp.cqe_flushed),
-                    ("cqe_local_error", s.qp.cqe_local_error),
-                ],
+                ]
+                .into_iter()
+                .chain(s.qp.fields())
+                .collect::<Vec<_>>(),
                 &mut out,
             );
         }
+        out.push_str("# the QP counters of every client that has left and been freed\n");
+        render(
+            "freed_clients",
+            &[("completions", t.freed_completions)]
+                .into_iter()
+                .chain(t.freed_qps.fields())
+                .collect::<Vec<_>>(),
+            &mut out,
+        );
         out
     }
 }

@@ -46,6 +46,7 @@ impl H {
             mpa: MpaPolicy::default(),
             max_clients: 4,
             limits: Limits::default(),
+            allow_faults: false,
         };
         H {
             svc: Service::new(Arc::new(engine), cfg),
@@ -494,6 +495,25 @@ fn connect_binds_the_qp_to_a_thread_and_reports_events() {
         (attrs.state, attrs.ird, attrs.remote),
         (qp_state::RTS, 8, remote)
     );
+    // ModifyQp to ERROR on the running QP: the engine flushes it (TERMINATE, every WR flushed).
+    assert_eq!(
+        h.req(c, Request::ModifyQpError { qp: s.qp }),
+        Response::Done {}
+    );
+    assert!(
+        matches!(&h.cmds(thread)[..], [EngineCmd::FlushQp { qp: q }] if *q == qp.qp),
+        "no FlushQp to thread {thread}"
+    );
+    let Response::QpAttrs { attrs } = h.req(c, Request::QueryQp { qp: s.qp }) else {
+        panic!()
+    };
+    assert_eq!(attrs.state, qp_state::ERROR);
+    // Again: already in ERROR, nothing more to ask of the engine.
+    assert_eq!(
+        h.req(c, Request::ModifyQpError { qp: s.qp }),
+        Response::Done {}
+    );
+    assert!(h.cmds(thread).is_empty());
     h.event(EngineEvent::TerminateReceived {
         conn,
         qp: qp.qp,
@@ -522,6 +542,8 @@ fn connect_binds_the_qp_to_a_thread_and_reports_events() {
         qp: Some(qp.qp),
     });
     assert!(matches!(&sink.take()[..], [Event::Disconnected { id: i }] if *i == id));
+    // Disconnecting after the peer did is a no-op (the race every ULP's last message runs).
+    assert_eq!(h.req(c, Request::Disconnect { id }), Response::Done {});
     let st = &h.svc.client_stats()[0];
     assert_eq!(
         (
@@ -622,10 +644,36 @@ fn listen_accept_reject_and_orphan_requests() {
             private_data: b"ok".to_vec(),
             ird: 2,
             ord: 2,
+            mpa: abi::ctl::MpaOverride {
+                crc: 1,
+                ..Default::default()
+            },
         },
     );
     assert_eq!(r, Response::Done {});
-    assert!(matches!(&h.cmds(1)[..], [EngineCmd::Accept { conn: c2, .. }] if *c2 == conn));
+    // The application's CRC choice reaches the engine (the listener's policy said nothing).
+    assert!(matches!(&h.cmds(1)[..],
+        [EngineCmd::Accept { conn: c2, crc: Some(dataplane::rdma::CrcMode::On), .. }] if *c2 == conn));
+    // Test-only fault switch: refused unless [control] allow_faults, checked, then sent to the
+    // QP's thread.
+    let inject = |fault| Request::InjectFault { qp: s.qp, fault };
+    let r = h.req(c, inject(abi::ctl::tx_fault::BAD_CRC));
+    assert_eq!(code(&r), Some(ErrorCode::Unsupported), "{r:?}");
+    h.svc.cfg.allow_faults = true;
+    let r = h.req(c, inject(9));
+    assert_eq!(code(&r), Some(ErrorCode::InvalidArgument), "{r:?}");
+    assert_eq!(
+        h.req(c, inject(abi::ctl::tx_fault::TRUNCATE)),
+        Response::Done {}
+    );
+    assert!(matches!(
+        &h.cmds(1)[..],
+        [EngineCmd::InjectFault {
+            fault: dataplane::rdma::TxFault::Truncate,
+            ..
+        }]
+    ));
+    h.svc.cfg.allow_faults = false;
     // A second request, rejected with private data.
     let conn2 = h.svc.engine().ids.conn();
     h.event(request(conn2));
@@ -793,6 +841,20 @@ fn a_leaving_client_frees_everything_after_the_dataplane_releases() {
     let text = h.svc.render_stats();
     assert!(text.contains("clients_freed = 1"), "{text}");
     assert!(text.contains(&format!("[client.{}]", other.0)), "{text}");
+    // The freed client's counters live on in [freed_clients]: the TERMINATE it received
+    // completed nothing, but its section is there with every key.
+    let freed = text
+        .split("[freed_clients]")
+        .nth(1)
+        .expect("[freed_clients]");
+    for key in [
+        "completions",
+        "bytes_placed",
+        "cqe_flushed",
+        "qp_terminates_rx",
+    ] {
+        assert!(freed.contains(&format!("\n{key} = ")), "{key}: {text}");
+    }
 }
 
 #[test]

@@ -13,6 +13,8 @@ pub struct MemifPair {
     prefix: String,
     /// How long B may run.
     pub b_timeout: Duration,
+    /// Extra `[port]` keys for both instances (e.g. `mtu = 9000`).
+    pub port_extra: String,
 }
 
 impl MemifPair {
@@ -24,16 +26,18 @@ impl MemifPair {
             sock,
             prefix: format!("iwt-{name}-{}", std::process::id()),
             b_timeout: Duration::from_secs(60),
+            port_extra: String::new(),
         }
     }
 
     pub fn conf(&self, side: &str, role: &str, ip: &str, cores: &str, rest: &str) -> PathBuf {
         let text = format!(
             "[eal]\nhugepages = \"off\"\nmemory_mb = 512\nfile_prefix = \"{}-{side}\"\n\
-             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n\
+             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n{}\n\
              [dataplane]\ncores = {cores}\nmbufs = 16384\n[diag]\nrun_seconds = {}\n{rest}",
             self.prefix,
             self.sock.display(),
+            self.port_extra,
             self.b_timeout.as_secs() + 30
         );
         self.dir.write(&format!("{side}.toml"), &text)

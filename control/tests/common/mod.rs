@@ -8,9 +8,39 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The iwarpd binary built for these tests.
+/// The iwarpd binary: the one cargo built for these tests (control's own tests), else (tests
+/// of another package that include this module) `target/<profile>/iwarpd`, brought up to date
+/// with `cargo build -p control --bin iwarpd` first.
 pub fn iwarpd() -> &'static str {
-    env!("CARGO_BIN_EXE_iwarpd")
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| match option_env!("CARGO_BIN_EXE_iwarpd") {
+        Some(p) => p.to_owned(),
+        None => workspace_binary("control", "iwarpd").display().to_string(),
+    })
+}
+
+/// `target/<profile>/<bin>` of package `pkg`, built (or found up to date) by cargo with the
+/// profile of the running test.
+pub fn workspace_binary(pkg: &str, bin: &str) -> PathBuf {
+    // target/<profile>/deps/<this test>
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary in target/<profile>/deps");
+    let target = profile_dir.parent().expect("target dir");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-j2", "--quiet", "-p", pkg, "--bin", bin])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let st = cmd.status().expect("run cargo build");
+    assert!(st.success(), "cargo build -p {pkg} --bin {bin} failed");
+    let p = profile_dir.join(bin);
+    assert!(p.exists(), "{} missing after cargo build", p.display());
+    p
 }
 
 /// True when running as root; otherwise prints a loud SKIPPED line.
@@ -157,6 +187,22 @@ impl VethPair {
             f.display()
         ));
         let _ = std::fs::remove_file(f);
+    }
+
+    /// Set the MTU of every link of the path (both veths, both bridge ports, the bridge).
+    pub fn set_mtu(&self, mtu: u16) {
+        let t = &self.kif[1..];
+        sh(&format!(
+            "ip -n {} link set {} mtu {mtu}",
+            self.kns, self.kif
+        ));
+        sh(&format!(
+            "ip -n {} link set {} mtu {mtu}",
+            self.dns, self.dif
+        ));
+        for i in [format!("kb{t}"), format!("db{t}"), "br0".to_owned()] {
+            sh(&format!("ip -n {} link set {i} mtu {mtu}", self.bns));
+        }
     }
 
     /// Run `cmd` inside the kernel-side namespace.
@@ -371,4 +417,27 @@ pub fn counter(report: &str, section: &str, key: &str) -> Option<u64> {
         }
     }
     None
+}
+
+/// `(op, bytes, sha256, peer_sha256, ok)` of every line of iwarpd's diagnostic RDMA service
+/// (`iwarpd: rdma op=...` / `iwarpd: rdma-sink op=...`) that starts with `prefix`.
+pub fn diag_ops(out: &str, prefix: &str) -> Vec<(String, u64, String, String, bool)> {
+    out.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| {
+            let f = |k: &str| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            (
+                f("op"),
+                f("bytes").parse().unwrap_or(u64::MAX),
+                f("sha256"),
+                f("peer_sha256"),
+                f("ok") == "true",
+            )
+        })
+        .collect()
 }

@@ -12,6 +12,15 @@
                                   socket): bad checksum, bad data offset, truncated header,
                                   out-of-window data, RST with a wrong sequence number, and a SYN
                                   with data; prints 'inject sent=K'
+  synflood DST DPORT N NET       N SYNs to DST:DPORT from random source addresses in NET (a
+                                  /16 such as 198.18.0.0, off-link: the SYN-ACKs go to the
+                                  gateway and die there), random ports and sequence numbers
+                                  (raw socket, IP_HDRINCL); prints 'synflood sent=N secs=S'
+  ooo SRC DST DPORT BASE CONNS SEGS
+                                  CONNS hand-made connections from SRC ports BASE.. (raw
+                                  sockets; the caller drops the kernel's RSTs for those ports),
+                                  each then sends SEGS 1-byte segments out of order (the first
+                                  byte is never sent); prints 'ooo conns=C segs=K'
 Every mode is bounded in time (TIMEOUT env, default 300 s). CC=<name> sets the congestion
 control of every socket (TCP_CONGESTION; root may pick one outside
 net.ipv4.tcp_allowed_congestion_control), for like-for-like comparisons.
@@ -125,12 +134,15 @@ def discard(host, port, nbytes):
     payload = data(nbytes, seed=3)
     t0 = time.time()
     s = connect(host, port)
+    # Goodput is timed from the established connection (as iperf3 does); the handshake's
+    # time is reported on its own.
+    t1 = time.time()
     s.sendall(payload)
     s.shutdown(socket.SHUT_WR)
     s.recv(1)
-    dt = time.time() - t0
+    dt = time.time() - t1
     print(f"discard sent={nbytes} secs={dt:.3f} gbps={nbytes * 8 / dt / 1e9:.3f} "
-          f"sha256={hashlib.sha256(payload).hexdigest()}")
+          f"connect_secs={t1 - t0:.3f} sha256={hashlib.sha256(payload).hexdigest()}")
     return True
 
 
@@ -171,8 +183,9 @@ def csum(b):
     return (~s) & 0xFFFF
 
 
-def tcp_seg(src, dst, sport, dport, seq, ack, flags, payload=b"", doff=5, good_sum=True, window=65535):
-    hdr = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, doff << 4, flags, window, 0, 0)
+def tcp_seg(src, dst, sport, dport, seq, ack, flags, payload=b"", doff=5, good_sum=True, window=65535,
+            opts=b""):
+    hdr = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, doff << 4, flags, window, 0, 0) + opts
     pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(hdr) + len(payload))
     c = csum(pseudo + hdr + payload)
     if not good_sum:
@@ -206,6 +219,67 @@ def inject(src, dst, dport, sport, rounds):
     return True
 
 
+def synflood(dst, dport, n, net):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    r = random.Random(4987)
+    base = socket.inet_aton(net)[:2]
+    t0 = time.time()
+    for _ in range(n):
+        src = socket.inet_ntoa(base + bytes([r.randrange(256), r.randrange(1, 255)]))
+        tcp = tcp_seg(src, dst, r.randrange(1024, 65536), dport, r.getrandbits(32), 0, 0x02,
+                      window=64240)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), r.getrandbits(16), 0, 64, 6, 0,
+                         socket.inet_aton(src), socket.inet_aton(dst))
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+        s.sendto(ip + tcp, (dst, 0))
+    print(f"synflood sent={n} secs={time.time() - t0:.2f}", flush=True)
+    return True
+
+
+def ooo(src, dst, dport, base, conns, segs):
+    tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    rx.settimeout(0.2)
+    ACK, SYN = 0x10, 0x02
+    mss = struct.pack("!BBH", 2, 4, 1460)
+    isn = {}
+    ports = list(range(base, base + conns))
+    for p in ports:
+        syn = tcp_seg(src, dst, p, dport, 1000 * p, 0, SYN, doff=6, window=65535,
+                      opts=mss)
+        tx.sendto(syn, (dst, 0))
+    deadline = time.time() + min(TIMEOUT, 30)
+    last = time.time()
+    while len(isn) < conns and time.time() < deadline:
+        if time.time() - last > 1.0:
+            last = time.time()
+            for p in ports:  # resend the SYNs still unanswered
+                if p not in isn:
+                    tx.sendto(tcp_seg(src, dst, p, dport, 1000 * p, 0, SYN, doff=6,
+                                      window=65535, opts=mss), (dst, 0))
+        try:
+            pkt = rx.recv(65535)
+        except socket.timeout:
+            continue
+        ihl = (pkt[0] & 0xF) * 4
+        sp, dp, seq, ack, _, flags = struct.unpack("!HHIIBB", pkt[ihl:ihl + 14])
+        if sp == dport and dp in ports and flags & (SYN | ACK) == SYN | ACK and dp not in isn:
+            isn[dp] = seq
+            tx.sendto(tcp_seg(src, dst, dp, dport, 1000 * dp + 1, seq + 1, ACK), (dst, 0))
+    sent = 0
+    for p, s_isn in isn.items():
+        for k in range(segs):
+            # Byte 0 of the stream is never sent: everything after it stays out of order.
+            seq = (1000 * p + 1 + 1 + 2 * k) & 0xFFFFFFFF
+            tx.sendto(tcp_seg(src, dst, p, dport, seq, (s_isn + 1) & 0xFFFFFFFF, ACK, b"o"),
+                      (dst, 0))
+            sent += 1
+    print(f"ooo conns={len(isn)} segs={sent}", flush=True)
+    return len(isn) == conns
+
+
 def main():
     a = sys.argv[1:]
     mode = a[0]
@@ -217,6 +291,10 @@ def main():
         ok = discard(a[1], int(a[2]), int(a[3]))
     elif mode == "server":
         ok = server(int(a[1]))
+    elif mode == "synflood":
+        ok = synflood(a[1], int(a[2]), int(a[3]), a[4])
+    elif mode == "ooo":
+        ok = ooo(a[1], a[2], int(a[3]), int(a[4]), int(a[5]), int(a[6]))
     elif mode == "inject":
         ok = inject(a[1], a[2], int(a[3]), int(a[4]), int(a[5]))
     else:

@@ -37,6 +37,17 @@ pub enum CrcMode {
     Require,
 }
 
+impl CrcMode {
+    /// The MPA negotiation's CRC policy for this choice.
+    pub fn policy(self) -> CrcPolicy {
+        match self {
+            CrcMode::Off => CrcPolicy::IfPeerAsks,
+            CrcMode::On => CrcPolicy::Always,
+            CrcMode::Require => CrcPolicy::Require,
+        }
+    }
+}
+
 /// Peer-to-peer ready-to-receive message an initiator offers (RFC 6581 §5). As a responder we
 /// honour whatever the initiator offers, as siw does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,11 +108,7 @@ impl MpaPolicy {
         let mut c = StartupConfig::new(role);
         c.revision = self.revision.clamp(1, 2);
         c.enhanced = c.revision == 2;
-        c.crc = match self.crc {
-            CrcMode::Off => CrcPolicy::IfPeerAsks,
-            CrcMode::On => CrcPolicy::Always,
-            CrcMode::Require => CrcPolicy::Require,
-        };
+        c.crc = self.crc.policy();
         c.markers_rx = self.markers;
         c.markers_tx_supported = true;
         c.ird = self.ird.min(iwarp::mpa::wire::IrdOrd::VALUE_MASK);
@@ -320,6 +327,8 @@ pub enum EngineCmd {
         ird: u16,
         /// Outbound Read depth taken.
         ord: u16,
+        /// CRC choice for this connection's Reply instead of the listener's (`None`: keep).
+        crc: Option<CrcMode>,
     },
     /// Reject a `ConnectRequest` (MPA Reply with the R bit, then close).
     Reject {
@@ -339,6 +348,64 @@ pub enum EngineCmd {
         /// The QP.
         qp: QpNum,
     },
+    /// Move a QP to ERROR (the client's `ModifyQp` to ERROR): every outstanding work request
+    /// completes flushed, a TERMINATE (RDMAP, local catastrophic error: RFC 5040 §7.4) goes to
+    /// the peer, then the stream closes; answered by `QpError`. Work requests posted later
+    /// complete flushed while the connection lingers. A QP whose connect is still pending
+    /// ends with `ConnectFailed { Aborted }`.
+    FlushQp {
+        /// The QP.
+        qp: QpNum,
+    },
+    /// Test-only fault switch: the QP's next outgoing FPDU (not a TERMINATE) is sent broken
+    /// as `fault` says (docs/rdma-seams.md "Fault switches"). A QP that is not (yet) on this
+    /// thread ignores it with a log line.
+    InjectFault {
+        /// The QP.
+        qp: QpNum,
+        /// What to break.
+        fault: TxFault,
+    },
+}
+
+/// A test-only transmit fault ([`EngineCmd::InjectFault`]), applied to the next FPDU the QP
+/// sends. Names (for configs and tools): `badcrc`, `truncate`, `fin`, `rst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxFault {
+    /// The FPDU goes out whole with its MPA CRC inverted (CRC on); the stream goes on, the peer
+    /// must answer with the LLP CRC TERMINATE (RFC 5044 §8). Without CRC the FPDU is sent
+    /// unchanged (nothing to break) and a warning is logged.
+    BadCrc,
+    /// Only the first half of the FPDU goes out, then nothing more on the stream: the peer's
+    /// receive timer must end it (`EngineConfig::rx_timeout`).
+    Truncate,
+    /// The first half of the FPDU, then FIN: a FIN inside an FPDU.
+    FinInside,
+    /// The first half of the FPDU, then, once TCP has it acknowledged, an RST.
+    RstInside,
+}
+
+impl TxFault {
+    /// Parse `badcrc`, `truncate`, `fin`, `rst`.
+    pub fn parse(s: &str) -> Option<TxFault> {
+        match s {
+            "badcrc" => Some(TxFault::BadCrc),
+            "truncate" => Some(TxFault::Truncate),
+            "fin" => Some(TxFault::FinInside),
+            "rst" => Some(TxFault::RstInside),
+            _ => None,
+        }
+    }
+
+    /// The name [`TxFault::parse`] takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxFault::BadCrc => "badcrc",
+            TxFault::Truncate => "truncate",
+            TxFault::FinInside => "fin",
+            TxFault::RstInside => "rst",
+        }
+    }
 }
 
 /// Why an active open failed.

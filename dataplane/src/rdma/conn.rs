@@ -30,11 +30,12 @@ use iwarp::mpa::Framer;
 use iwarp::mpa::framer::max_ulpdu_len_any_pos;
 use iwarp::mpa::startup::{Established, FirstSend, Outcome, Role, Startup, StartupError};
 use iwarp::rdmap::{Completion, PostError, Qp, QpConfig, QpState, WcStatus, recv_flush, sq_flush};
-use netcore::Instant;
+use netcore::{Duration, Instant};
 use tcp::{CloseReason, Connection, Event, SegBuf};
 
 use super::api::{
-    ConnectFailure, EngineConfig, EngineEvent, MpaPolicy, Negotiated, QpBinding, QpErrorReason,
+    ConnectFailure, CrcMode, EngineConfig, EngineEvent, MpaPolicy, Negotiated, QpBinding,
+    QpErrorReason, TxFault,
 };
 use super::ids::{ConnId, ListenerId, QpNum};
 use super::memory::{MemTable, QpMemory};
@@ -77,7 +78,34 @@ pub(crate) struct QpRun {
     markers_tx: bool,
     /// When the first FPDU may go (RFC 5044 §7.1 and siw's races); `None` once it may.
     first_send: Option<FirstSend>,
+    /// Responder without peer-to-peer mode: when the first FPDU may go even though the
+    /// initiator has not sent yet (see [`RESPONDER_FIRST_SEND_GRACE`]).
+    first_send_anyway: Option<Instant>,
+    /// CRC in use (the `badcrc` fault needs one to break).
+    crc: bool,
+    /// A test-only fault armed for the next FPDU ([`TxFault`]).
+    fault: Option<TxFault>,
+    /// A fault that ends the stream was applied: nothing more goes out.
+    frozen: bool,
+    /// The fault applied by the last `transmit`, for the connection to finish (FIN, RST).
+    fault_done: Option<TxFault>,
+    /// The last segment handed to TCP ended its message (DDP L flag): the next one starts one.
+    msg_fresh: bool,
 }
+
+/// Largest payload of a Send/Write that completes once transmitted instead of once TCP has it
+/// acknowledged: the FPDU is copied into the transmit log, so the application's buffer is free
+/// at once, as with verbs' `IBV_SEND_INLINE` (`max_inline_data`). A lone small Write then does
+/// not wait for the peer's delayed ACK (issue #8: `write_bw -t 1 -s 2` ran at ~55 msg/s).
+/// Larger ones go by reference (zero-copy) and complete on the ACK (DESIGN.md §2.5).
+pub(crate) const INLINE_MAX: usize = 256;
+
+/// A responder without peer-to-peer mode waits for the initiator's first FPDU (RFC 5044
+/// §7.1.2) but not forever: applications that send first as responders (perftest's
+/// `ib_write_lat` server Writes first; siw<->siw tolerates it) would deadlock. After this
+/// grace the first FPDU goes anyway; by then an initiator has long processed our Reply (siw
+/// as initiator fails only when an FPDU is queued behind the Reply it is reading, README §5.11).
+pub(crate) const RESPONDER_FIRST_SEND_GRACE: Duration = Duration::from_millis(200);
 
 #[derive(Debug)]
 enum Stage {
@@ -120,6 +148,10 @@ pub(crate) struct RdmaConn {
     reason: Option<QpErrorReason>,
     /// The terminal event was sent.
     reported: bool,
+    /// A test-only fault waiting for the QP ([`RdmaConn::inject_fault`]).
+    fault: Option<TxFault>,
+    /// `rst` fault: reset once the stream is acknowledged up to this offset.
+    rst_at: Option<u64>,
 }
 
 fn addr(a: tcp::SockAddr) -> SocketAddrV4 {
@@ -193,7 +225,15 @@ impl RdmaConn {
             rx_stall: None,
             reason: None,
             reported: false,
+            fault: None,
+            rst_at: None,
         }
+    }
+
+    /// Arm a test-only fault for the QP's next FPDU ([`TxFault`], docs/rdma-seams.md).
+    pub(crate) fn inject_fault(&mut self, fault: TxFault) {
+        tracing::warn!(conn = %self.id, fault = fault.name(), "test fault armed for the next FPDU");
+        self.fault = Some(fault);
     }
 
     /// The stream bytes TCP (re)transmits.
@@ -235,14 +275,17 @@ impl RdmaConn {
         now: Instant,
         binding: QpBinding,
         private_data: &[u8],
-        ird: u16,
-        ord: u16,
+        (ird, ord): (u16, u16),
+        crc: Option<CrcMode>,
         c: &mut Connection<B>,
         ctx: &mut Ctx<'_>,
     ) -> Result<(), StartupError> {
         let Stage::AwaitAccept(s) = &mut self.stage else {
             return Err(StartupError::InvalidState);
         };
+        if let Some(m) = crc {
+            s.set_crc_policy(m.policy())?;
+        }
         s.accept_with(private_data, ird, ord)?;
         let s = std::mem::replace(&mut self.stage, Stage::Running);
         if let Stage::AwaitAccept(s) = s {
@@ -293,6 +336,23 @@ impl RdmaConn {
         }
     }
 
+    /// `FlushQp`: the QP goes to ERROR now (TERMINATE, every WR flushed, then close); before
+    /// establishment, the connection is abandoned like a `Disconnect`.
+    pub(crate) fn flush_qp<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        c: &mut Connection<B>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        match &mut self.run {
+            Some(r) => {
+                tracing::info!(conn = %self.id, qp = %r.num, "QP moved to ERROR by its owner");
+                r.qp.abort(RdmapError::LocalCatastrophic.into());
+            }
+            None => self.disconnect(now, c, ctx),
+        }
+    }
+
     /// `DestroyQp`: stop touching the QP's queues now; a QP with work outstanding ends the
     /// stream with a TERMINATE, an idle one with a close.
     pub(crate) fn destroy_qp<B: SegBuf>(
@@ -338,14 +398,39 @@ impl RdmaConn {
         self.timers(now, c, ctx);
         self.stream_end(now, c, ctx);
         if let Some(r) = &mut self.run {
+            if let Some(f) = self.fault.take() {
+                r.fault = Some(f);
+            }
             r.intake(ctx);
             r.transmit(now, c, &mut self.log);
             r.deliver(ctx);
         }
+        self.after_fault(now, c, ctx);
         self.finish(now, c, ctx);
         if let Some(r) = &mut self.run {
             r.mem.release();
             r.stats.bytes_tx_by_ref = self.log.bytes_by_ref;
+        }
+    }
+
+    /// Finish what a stream-ending fault started: FIN now, or RST once the half FPDU is
+    /// acknowledged (so the peer holds it when the reset arrives).
+    fn after_fault<B: SegBuf>(&mut self, now: Instant, c: &mut Connection<B>, ctx: &mut Ctx<'_>) {
+        match self.run.as_mut().and_then(|r| r.fault_done.take()) {
+            Some(TxFault::FinInside) => {
+                tracing::warn!(conn = %self.id, "test fault: FIN inside an FPDU");
+                self.close_tcp(c);
+            }
+            Some(TxFault::RstInside) => self.rst_at = Some(self.log.end()),
+            _ => {}
+        }
+        if self.rst_at.is_some_and(|e| self.log.start() >= e) && self.tcp_closed.is_none() {
+            tracing::warn!(conn = %self.id, "test fault: RST inside an FPDU");
+            self.rst_at = None;
+            self.closing = true;
+            c.abort();
+            self.tcp_events(c);
+            self.stream_end(now, c, ctx);
         }
     }
 
@@ -493,7 +578,7 @@ impl RdmaConn {
 
     fn established<B: SegBuf>(
         &mut self,
-        _now: Instant,
+        now: Instant,
         e: &Established,
         c: &mut Connection<B>,
         ctx: &mut Ctx<'_>,
@@ -538,6 +623,13 @@ impl RdmaConn {
             framer: Framer::new(e.framer_config()),
             markers_tx: e.markers_tx,
             first_send: Some(e.first_send),
+            first_send_anyway: (e.first_send == FirstSend::AfterPeerFpdu && e.rtr.is_none())
+                .then(|| now + RESPONDER_FIRST_SEND_GRACE),
+            crc: e.crc,
+            fault: None,
+            frozen: false,
+            fault_done: None,
+            msg_fresh: true,
         };
         self.run = Some(Box::new(run));
         self.stage = Stage::Running;
@@ -656,8 +748,12 @@ impl RdmaConn {
             c.close();
         }
         let state = r.qp.state();
+        // A graceful close we started is over once the peer's FIN arrived too (both FINs
+        // exchanged, RFC 5040 §5.1 Closing -> Idle); TCP's TIME-WAIT (60 s) is no reason to
+        // keep the application waiting for its DISCONNECTED event, as siw does not either.
         let ended = matches!(state, QpState::Error)
-            || (state == QpState::Idle && self.tcp_closed.is_some());
+            || (state == QpState::Idle
+                && (self.tcp_closed.is_some() || (self.closing && self.peer_fin)));
         if !ended || self.reported {
             return;
         }
@@ -709,10 +805,12 @@ impl RdmaConn {
         if let Some(d) = self.close_deadline {
             at(d);
         }
-        if let Some(r) = &self.run
-            && let Some(FirstSend::NotBefore(x)) = r.first_send
-        {
-            at(x);
+        if let Some(r) = &self.run {
+            match (r.first_send, r.first_send_anyway) {
+                (Some(FirstSend::NotBefore(x)), _) => at(x),
+                (Some(FirstSend::AfterPeerFpdu), Some(x)) => at(x),
+                _ => {}
+            }
         }
         t
     }
@@ -791,7 +889,9 @@ impl QpRun {
         let ok = match self.first_send {
             None => return true,
             Some(FirstSend::NotBefore(t)) => now >= t,
-            Some(FirstSend::AfterPeerFpdu) => self.qp.rx_fpdus() > 0,
+            Some(FirstSend::AfterPeerFpdu) => {
+                self.qp.rx_fpdus() > 0 || self.first_send_anyway.is_some_and(|t| now >= t)
+            }
         };
         if ok {
             self.first_send = None;
@@ -808,7 +908,7 @@ impl QpRun {
         c: &mut Connection<B>,
         log: &mut TxLog,
     ) -> bool {
-        if !self.may_send(now) {
+        if self.frozen || !self.may_send(now) {
             return false;
         }
         let emss = usize::from(c.emss());
@@ -824,12 +924,25 @@ impl QpRun {
             let Some(seg) = self.qp.poll_segment(max, &mut self.mem) else {
                 return false;
             };
-            let len = if self.markers_tx {
+            if !seg.is_terminate()
+                && let Some(f) = self.fault.take()
+            {
+                self.send_broken(f, &seg, c, log);
+                if self.frozen {
+                    return false;
+                }
+                continue;
+            }
+            let inline = self.is_inline(&seg);
+            let len = if self.markers_tx || inline {
                 log.push_copy(&mut self.framer, &seg, &mut self.mem)
                     .map(|r| r.0)
             } else {
                 log.push_gather(&mut self.framer, &seg, &mut self.mem)
             };
+            if inline && len.is_ok() {
+                self.complete_inline(log);
+            }
             let len = match len {
                 Ok(n) => n,
                 Err(e) => {
@@ -848,6 +961,67 @@ impl QpRun {
                 self.stats.terminate_sent(code);
             }
         }
+    }
+
+    /// Whether `seg` is a whole message of at most [`INLINE_MAX`] payload bytes that completes
+    /// a work request (its first segment is also its last). Tracks message starts.
+    fn is_inline(&mut self, seg: &iwarp::rdmap::TxSegment) -> bool {
+        let last = seg
+            .header()
+            .first()
+            .is_some_and(|c| c & iwarp::ddp::wire::FLAG_LAST != 0);
+        let first = std::mem::replace(&mut self.msg_fresh, last);
+        first
+            && seg.completion().is_some()
+            && !seg.is_terminate()
+            && seg.pieces().iter().map(|p| p.len as usize).sum::<usize>() <= INLINE_MAX
+    }
+
+    /// The inline FPDU just logged holds its payload as a copy: its work request completes
+    /// now: at the data source a Send/Write completion means its buffer may be reused (the
+    /// verbs contract; iWARP never promised remote placement at completion). The QP still
+    /// delivers completions in posting order.
+    fn complete_inline(&mut self, log: &mut TxLog) {
+        if let Some(t) = log.take_last_token() {
+            self.qp.handle_acked(t);
+            self.stats.inline_tx += 1;
+        }
+    }
+
+    /// Send `seg` broken as `fault` says (test-only, [`TxFault`]). A truncated FPDU carries no
+    /// completion token (its work request never completes: it is flushed with the QP).
+    fn send_broken<B: SegBuf>(
+        &mut self,
+        fault: TxFault,
+        seg: &iwarp::rdmap::TxSegment,
+        c: &mut Connection<B>,
+        log: &mut TxLog,
+    ) {
+        let (mut bytes, _) = log.frame_copy(&mut self.framer, seg, &mut self.mem);
+        let token = match fault {
+            TxFault::BadCrc => {
+                match (self.crc, bytes.len().checked_sub(4)) {
+                    (true, Some(at)) => bytes[at..].iter_mut().for_each(|b| *b = !*b),
+                    _ => {
+                        tracing::warn!(qp = %self.num, "test fault badcrc without CRC: FPDU sent intact")
+                    }
+                }
+                seg.completion()
+            }
+            TxFault::Truncate | TxFault::FinInside | TxFault::RstInside => {
+                bytes.truncate(bytes.len() / 2);
+                self.frozen = true;
+                self.fault_done = Some(fault);
+                None
+            }
+        };
+        tracing::warn!(qp = %self.num, fault = fault.name(), bytes = bytes.len(), "test fault: broken FPDU sent");
+        let n = log.push_bytes(&bytes, token);
+        if let Err(e) = c.send_record(u64::from(n)) {
+            tracing::warn!(qp = %self.num, ?e, "broken FPDU not queued");
+        }
+        self.stats.fpdus_tx += 1;
+        self.stats.bytes_tx += u64::from(n);
     }
 
     /// Hand completions to the CQs (those that do not fit wait for the next poll).

@@ -14,9 +14,18 @@
 //!   per operation with both digests; `oob` writes across the end of the sink and expects the
 //!   RDMAP/DDP TERMINATE instead.
 //!
+//! The generator also runs Send with Invalidate, Send with Solicited Event, Write with
+//! Immediate, FetchAdd and CompareSwap (each checked by the sink: the invalidated STag, the
+//! SE flag, the immediate, the atomic word), and the test-only fault ops (`badcrc`,
+//! `truncate`, `fin`, `rst`: a Write whose first FPDU is broken by
+//! [`EngineCmd::InjectFault`]; both ends print how the connection ended and how many work
+//! requests were flushed).
+//!
 //! Wire formats of the service (little endian): private data `"IWD1", sink stag u32, sink to
-//! u64, source stag u32, source to u64, buffer u64`; check `"IWDC", op u8, 3 pad, len u64,
-//! sha [32]`; reply `"IWDR", ok u8, 3 pad, len u64, sha [32]`.
+//! u64, source stag u32, source to u64, buffer u64, atomic stag u32, atomic to u64,
+//! invalidatable stag u32`; check `"IWDC", op u8, 3 pad, len u64, sha [32]` (atomics: the
+//! expected word in the first 8 bytes of `sha`); reply `"IWDR", ok u8, 3 pad, len u64,
+//! sha [32]`.
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
@@ -27,7 +36,7 @@ use iwarp::stag::{Access, PdId, Stag};
 use netcore::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
-use super::api::{EngineCmd, EngineEvent, LocalQueues, MpaPolicy, QpBinding, QpQueues};
+use super::api::{EngineCmd, EngineEvent, LocalQueues, MpaPolicy, QpBinding, QpQueues, TxFault};
 use super::ids::{ClientId, ConnId, IdGen, QpNum};
 use super::memory::{HeapMemory, MemTable, MrKeys, MrRequest};
 use crate::diag::{Pattern, hex};
@@ -55,30 +64,105 @@ pub enum DiagOp {
     Read,
     /// RDMA Write across the end of the sink: expects a TERMINATE.
     Oob,
+    /// Send with Invalidate of the sink's invalidatable STag (the sink checks the completion
+    /// names it, then revalidates it).
+    SendInv,
+    /// Send with Solicited Event (the sink checks the completion's flag).
+    SendSe,
+    /// RFC 7306 Write with Immediate Data into the sink (the sink checks the immediate).
+    WriteImm,
+    /// RFC 7306 FetchAdd on the sink's atomic word (8 bytes; the size is ignored).
+    FetchAdd,
+    /// RFC 7306 CompareSwap on the sink's atomic word (8 bytes; the size is ignored).
+    CmpSwap,
+    /// A Write of the size whose first FPDU is broken by a test-only fault switch
+    /// ([`TxFault`]); the connection must end (then the generator reconnects).
+    Fault(TxFault),
 }
 
+/// Names of the operations, by wire code (the check message's `op`).
+const OP_NAMES: [&str; 10] = [
+    "write",
+    "send",
+    "read",
+    "oob",
+    "send_inv",
+    "send_se",
+    "write_imm",
+    "fetch_add",
+    "cmp_swap",
+    "fault",
+];
+
 impl DiagOp {
-    /// Parse `write`, `send`, `read`, `oob`.
+    /// Every name [`DiagOp::parse`] takes (`[diag] rdma_ops`).
+    pub const NAMES: [&'static str; 13] = [
+        "write",
+        "send",
+        "read",
+        "oob",
+        "send_inv",
+        "send_se",
+        "write_imm",
+        "fetch_add",
+        "cmp_swap",
+        "badcrc",
+        "truncate",
+        "fin",
+        "rst",
+    ];
+
+    /// Parse `write`, `send`, `read`, `oob`, `send_inv`, `send_se`, `write_imm`,
+    /// `fetch_add`, `cmp_swap`, or a fault name (`badcrc`, `truncate`, `fin`, `rst`).
     pub fn parse(s: &str) -> Option<DiagOp> {
-        match s {
-            "write" => Some(DiagOp::Write),
-            "send" => Some(DiagOp::Send),
-            "read" => Some(DiagOp::Read),
-            "oob" => Some(DiagOp::Oob),
-            _ => None,
-        }
+        let op = match s {
+            "write" => DiagOp::Write,
+            "send" => DiagOp::Send,
+            "read" => DiagOp::Read,
+            "oob" => DiagOp::Oob,
+            "send_inv" => DiagOp::SendInv,
+            "send_se" => DiagOp::SendSe,
+            "write_imm" => DiagOp::WriteImm,
+            "fetch_add" => DiagOp::FetchAdd,
+            "cmp_swap" => DiagOp::CmpSwap,
+            f => DiagOp::Fault(TxFault::parse(f)?),
+        };
+        Some(op)
     }
     fn name(self) -> &'static str {
         match self {
-            DiagOp::Write => "write",
-            DiagOp::Send => "send",
-            DiagOp::Read => "read",
-            DiagOp::Oob => "oob",
+            DiagOp::Fault(f) => f.name(),
+            op => OP_NAMES[usize::from(op.code())],
         }
     }
     fn code(self) -> u8 {
-        self as u8
+        match self {
+            DiagOp::Write => 0,
+            DiagOp::Send => 1,
+            DiagOp::Read => 2,
+            DiagOp::Oob => 3,
+            DiagOp::SendInv => 4,
+            DiagOp::SendSe => 5,
+            DiagOp::WriteImm => 6,
+            DiagOp::FetchAdd => 7,
+            DiagOp::CmpSwap => 8,
+            DiagOp::Fault(_) => 9,
+        }
     }
+    fn is_atomic(self) -> bool {
+        matches!(self, DiagOp::FetchAdd | DiagOp::CmpSwap)
+    }
+}
+
+/// The sink's atomic word at connect time; FetchAdd adds `ATOM_ADD`, CompareSwap swaps in
+/// the known value xor `ATOM_XOR`.
+const ATOM_INIT: u64 = 0x1122_3344_5566_7788;
+const ATOM_ADD: u64 = 0x0101_0101_0000_0001;
+const ATOM_XOR: u64 = 0xffff_0000_ffff_0000;
+
+/// The immediate a `write_imm` of `len` bytes carries.
+fn imm_for(len: u64) -> u64 {
+    0x1a2b_0000_0000_0000 ^ len
 }
 
 /// Configuration of the service.
@@ -197,7 +281,12 @@ struct Sink {
     keys: Vec<MrKeys>,
     recv: MrKeys,
     reply: MrKeys,
-    last_send: Option<(u64, [u8; 32])>,
+    /// The invalidatable region (over the atomic word's bytes).
+    inv: MrKeys,
+    /// The last data Send: length, digest, Solicited Event, STag it invalidated.
+    last_send: Option<(u64, [u8; 32], bool, Option<Stag>)>,
+    /// The last Immediate Data received.
+    last_imm: Option<u64>,
 }
 
 impl Sink {
@@ -212,6 +301,14 @@ impl Sink {
     }
     fn reply_off(&self) -> usize {
         (2 + RECV_SLOTS) * self.buffer + GUARD
+    }
+    fn atom_off(&self) -> usize {
+        self.reply_off() + SMALL
+    }
+    fn atom_word(&self) -> u64 {
+        let mut w = [0u8; 8];
+        self.heap.copy_out(self.atom_off(), &mut w);
+        u64::from_ne_bytes(w)
     }
     fn guard_intact(&self) -> bool {
         let mut g = vec![0u8; GUARD];
@@ -237,6 +334,10 @@ struct PeerInfo {
     src_stag: Stag,
     src_to: u64,
     buffer: u64,
+    /// Atomic word and invalidatable STag (absent from older sinks: 0).
+    atom_stag: Stag,
+    atom_to: u64,
+    inv_stag: Stag,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +351,10 @@ enum GenPhase {
     WaitReply,
     /// Waiting for the TERMINATE an out-of-bounds Write must draw.
     WaitTerminate,
+    /// A fault op: the fault is armed and the Write posted at the next step.
+    ArmFault,
+    /// A fault op: waiting for the connection to end.
+    WaitFault,
     Done,
 }
 
@@ -275,6 +380,12 @@ struct Generator {
     retry_at: Instant,
     op_started: Instant,
     local_sha: [u8; 32],
+    /// What the generator checked itself (an atomic's original value) agreed.
+    local_ok: bool,
+    /// The sink's atomic word as the generator's operations left it.
+    atom_known: u64,
+    /// Work requests flushed during a fault op.
+    flushed: u32,
     shas: HashMap<u64, [u8; 32]>,
 }
 
@@ -309,6 +420,14 @@ impl DiagRdma {
             report: DiagRdmaReport::default(),
             pending: Vec::new(),
         }
+    }
+
+    /// Replace the generator's plan before it starts (tests).
+    #[cfg(test)]
+    pub(crate) fn set_plan(&mut self, ops: Vec<DiagOp>, sizes: Vec<u64>, iterations: u32) {
+        self.cfg.ops = ops;
+        self.cfg.sizes = sizes;
+        self.cfg.iterations = iterations;
     }
 
     /// Whether the generator is done (true when there is none).
@@ -375,6 +494,7 @@ impl DiagRdma {
                         return;
                     }
                     g.phase = GenPhase::Running;
+                    g.atom_known = ATOM_INIT;
                     for s in 0..REPLY_SLOTS {
                         g.post_reply_recv(s);
                     }
@@ -386,28 +506,58 @@ impl DiagRdma {
                 self.gen_failed(now, conn, &format!("{reason:?}"))
             }
             EngineEvent::TerminateReceived { conn, code, .. } => {
-                self.conn_ended(conn, &format!("terminate received {code}"), Some(code))
+                self.conn_ended(now, conn, "TerminateReceived", Some(code))
             }
             EngineEvent::QpError { conn, reason, .. } => {
-                self.conn_ended(conn, &format!("QpError({reason:?})"), None)
+                let why = format!("QpError({reason:?})").replace(' ', "");
+                self.conn_ended(now, conn, &why, None)
             }
-            EngineEvent::Disconnected { conn, .. } => self.conn_ended(conn, "disconnected", None),
+            EngineEvent::Disconnected { conn, .. } => {
+                self.conn_ended(now, conn, "disconnected", None)
+            }
             EngineEvent::QpReleased { .. } => {}
         }
     }
 
     fn sink_request(&mut self, conn: ConnId, peer: SocketAddrV4, ird: u16) {
         let b = self.cfg.buffer;
-        let total = (2 + RECV_SLOTS) * b + GUARD + SMALL;
-        let heap = HeapMemory::new(total);
+        let atom_off = (2 + RECV_SLOTS) * b + GUARD + SMALL;
+        let heap = HeapMemory::new(atom_off + SMALL);
         heap.fill(b, &[0xa5; GUARD]);
         fill_pattern(&heap, b + GUARD, b, 0x5eed);
+        heap.fill(atom_off, &ATOM_INIT.to_ne_bytes());
         let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+        let mut inv = register(&self.mem, &heap, atom_off, SMALL, rw | Access::REMOTE_WRITE);
+        if let Some(k) = &inv {
+            // Remote invalidation allowed: re-register with the flag (register() has none).
+            let _ = self.mem.deregister(DIAG_CLIENT, k.lkey);
+            inv = self
+                .mem
+                .register(MrRequest {
+                    owner: DIAG_CLIENT,
+                    pd: PD,
+                    mem: heap.clone(),
+                    offset: atom_off,
+                    len: SMALL,
+                    base_to: TO_BASE + atom_off as u64,
+                    access: rw | Access::REMOTE_WRITE,
+                    remote_invalidate: true,
+                })
+                .ok();
+        }
         let regs = [
             register(&self.mem, &heap, 0, b, rw | Access::REMOTE_WRITE),
             register(&self.mem, &heap, b + GUARD, b, rw | Access::REMOTE_READ),
             register(&self.mem, &heap, 2 * b + GUARD, RECV_SLOTS * b, rw),
             register(&self.mem, &heap, (2 + RECV_SLOTS) * b + GUARD, SMALL, rw),
+            register(
+                &self.mem,
+                &heap,
+                atom_off,
+                SMALL,
+                rw | Access::REMOTE_ATOMIC,
+            ),
+            inv,
         ];
         let Some(keys) = regs.into_iter().collect::<Option<Vec<MrKeys>>>() else {
             tracing::warn!(%conn, "diag rdma: cannot register sink memory; rejecting");
@@ -426,8 +576,10 @@ impl DiagRdma {
             buffer: b,
             recv: keys[2],
             reply: keys[3],
+            inv: keys[5],
             keys: keys.clone(),
             last_send: None,
+            last_imm: None,
         };
         for s in 0..RECV_SLOTS {
             sink.post_recv(s);
@@ -439,6 +591,9 @@ impl DiagRdma {
         pd.extend_from_slice(&keys[1].rkey.0.to_le_bytes());
         pd.extend_from_slice(&(TO_BASE + (b + GUARD) as u64).to_le_bytes());
         pd.extend_from_slice(&(b as u64).to_le_bytes());
+        pd.extend_from_slice(&keys[4].rkey.0.to_le_bytes());
+        pd.extend_from_slice(&(TO_BASE + atom_off as u64).to_le_bytes());
+        pd.extend_from_slice(&keys[5].rkey.0.to_le_bytes());
         tracing::info!(%conn, %peer, qp = %sink.qp, "diag rdma: sink accepts");
         self.sinks.insert(conn, sink);
         self.pending.push(EngineCmd::Accept {
@@ -447,6 +602,7 @@ impl DiagRdma {
             private_data: pd,
             ird: ird.max(self.cfg.policy.ird),
             ord: self.cfg.policy.ord,
+            crc: None,
         });
     }
 
@@ -454,18 +610,29 @@ impl DiagRdma {
         let sha = self.cfg.sha256;
         for s in self.sinks.values_mut() {
             while let Some(c) = s.queues.poll_cq() {
-                sink_completion(s, &c, sha);
+                sink_completion(s, &c, sha, &self.mem);
             }
         }
     }
 
-    fn conn_ended(&mut self, conn: ConnId, why: &str, code: Option<iwarp::error::TermCode>) {
+    fn conn_ended(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        why: &str,
+        code: Option<iwarp::error::TermCode>,
+    ) {
         if let Some(s) = self.sinks.remove(&conn) {
             let intact = s.guard_intact();
+            // The engine delivers a dying QP's flushed completions before its event.
+            let flushed = std::iter::from_fn(|| s.queues.poll_cq())
+                .filter(|c| c.status == WcStatus::Flushed)
+                .count();
             println!(
-                "iwarpd: rdma-sink conn={} qp={} ended={why} guard_intact={intact}",
+                "iwarpd: rdma-sink conn={} qp={} ended={why} guard_intact={intact} flushed={flushed} terminate={}",
                 conn.raw(),
-                s.qp.0
+                s.qp.0,
+                code.map_or("none".to_string(), |c| c.to_string())
             );
             for k in &s.keys {
                 let _ = self.mem.deregister(DIAG_CLIENT, k.lkey);
@@ -474,6 +641,10 @@ impl DiagRdma {
         }
         let Some(g) = &mut self.gen_ else { return };
         if g.conn != Some(conn) {
+            return;
+        }
+        if g.phase == GenPhase::WaitFault {
+            self.fault_ended(now, why, code);
             return;
         }
         if g.phase == GenPhase::WaitTerminate {
@@ -574,7 +745,12 @@ impl DiagRdma {
         for _ in 0..self.cfg.iterations.max(1) {
             for &size in &self.cfg.sizes {
                 for &op in &self.cfg.ops {
-                    plan.push((op, size.min(b as u64)));
+                    let size = if op.is_atomic() {
+                        8
+                    } else {
+                        size.min(b as u64)
+                    };
+                    plan.push((op, size));
                 }
             }
         }
@@ -599,6 +775,9 @@ impl DiagRdma {
             retry_at: now,
             op_started: now,
             local_sha: [0; 32],
+            local_ok: true,
+            atom_known: ATOM_INIT,
+            flushed: 0,
             shas: HashMap::new(),
         })
     }
@@ -626,6 +805,9 @@ impl DiagRdma {
             return;
         }
         let Some(g) = &mut self.gen_ else { return };
+        if g.phase == GenPhase::ArmFault {
+            g.arm_fault(now, cmds);
+        }
         let done: Vec<Completion> = std::iter::from_fn(|| g.queues.poll_cq()).collect();
         for c in done {
             let Some(phase) = self.gen_.as_ref().map(|g| g.phase) else {
@@ -633,18 +815,95 @@ impl DiagRdma {
             };
             if c.status != WcStatus::Success {
                 tracing::warn!(?c, "diag rdma: work request failed");
-                if !matches!(phase, GenPhase::WaitTerminate | GenPhase::Done) {
-                    self.report.failed += 1;
-                    self.finish_generator("work request failed");
+                match phase {
+                    GenPhase::WaitFault => {
+                        if let Some(g) = &mut self.gen_ {
+                            g.flushed += u32::from(c.status == WcStatus::Flushed);
+                        }
+                    }
+                    GenPhase::WaitTerminate | GenPhase::Done => {}
+                    _ => {
+                        self.report.failed += 1;
+                        self.finish_generator("work request failed");
+                    }
                 }
                 continue;
             }
             match (c.opcode, phase) {
                 (CqOpcode::Read, GenPhase::WaitRead) => self.read_done(now),
+                (CqOpcode::FetchAdd | CqOpcode::CmpSwap, GenPhase::WaitRead) => {
+                    self.atomic_done(now)
+                }
                 (CqOpcode::Recv, GenPhase::WaitReply) => self.reply(now, &c),
                 _ => {}
             }
         }
+    }
+
+    /// An atomic completed: check the original value, then the sink checks its word.
+    fn atomic_done(&mut self, _now: Instant) {
+        let Some(g) = &mut self.gen_ else { return };
+        let Some(&(op, size)) = g.plan.get(g.idx) else {
+            return;
+        };
+        let mut w = [0u8; 8];
+        g.heap.copy_out(g.buffer, &mut w);
+        let orig = u64::from_ne_bytes(w);
+        g.local_ok = orig == g.atom_known;
+        if !g.local_ok {
+            tracing::warn!(
+                orig,
+                known = g.atom_known,
+                "diag rdma: atomic returned an unexpected value"
+            );
+        }
+        g.atom_known = match op {
+            DiagOp::FetchAdd => g.atom_known.wrapping_add(ATOM_ADD),
+            _ => g.atom_known ^ ATOM_XOR,
+        };
+        g.local_sha = [0; 32];
+        g.local_sha[..8].copy_from_slice(&g.atom_known.to_ne_bytes());
+        g.send_check(op, size);
+    }
+
+    /// The connection of a fault op ended: report it, then reconnect for the rest.
+    fn fault_ended(&mut self, now: Instant, why: &str, code: Option<iwarp::error::TermCode>) {
+        use iwarp::error::{LlpError, TermCode};
+        let Some(g) = &mut self.gen_ else { return };
+        let Some(&(op, size)) = g.plan.get(g.idx) else {
+            return;
+        };
+        g.flushed += std::iter::from_fn(|| g.queues.poll_cq())
+            .filter(|c| c.status == WcStatus::Flushed)
+            .count() as u32;
+        // What the peer must answer (RFC 5044 §8: a bad CRC is an LLP error; the stream
+        // cut or stalled inside an FPDU is "stream lost"); FIN and RST: any abortive end.
+        let ok = match op {
+            DiagOp::Fault(TxFault::BadCrc) => code == Some(TermCode::from(LlpError::Crc)),
+            DiagOp::Fault(TxFault::Truncate) => code == Some(TermCode::from(LlpError::StreamLost)),
+            _ => why != "disconnected",
+        };
+        println!(
+            "iwarpd: rdma op={} bytes={size} ended={why} flushed={} secs={:.3} ok={ok} terminate={}",
+            op.name(),
+            g.flushed,
+            (now - g.op_started).as_secs_f64(),
+            code.map_or("none".to_string(), |c| c.to_string())
+        );
+        if ok {
+            self.report.ok += 1;
+        } else {
+            self.report.failed += 1;
+        }
+        g.idx += 1;
+        g.conn = None;
+        g.flushed = 0;
+        if g.idx < g.plan.len() {
+            g.phase = GenPhase::Idle;
+            g.peer = None;
+            return;
+        }
+        self.finish_generator("plan complete");
     }
 
     fn next_op(&mut self, now: Instant) {
@@ -656,43 +915,35 @@ impl DiagRdma {
         };
         let Some(peer) = g.peer else { return };
         g.op_started = now;
-        let len = size as u32;
+        g.local_ok = true;
         match op {
-            DiagOp::Write | DiagOp::Oob => {
-                let mut w = WorkRequest::new(
-                    1,
-                    WrOpcode::Write,
-                    vec![Sge {
-                        mr: g.src.lkey,
-                        offset: 0,
-                        len,
-                    }],
-                );
-                w.remote_stag = peer.sink_stag;
-                w.remote_to = if op == DiagOp::Oob {
-                    // Straddle the end of the sink: half inside, half beyond.
-                    peer.sink_to + peer.buffer - size / 2
-                } else {
-                    peer.sink_to
-                };
-                g.queues.post_send(w);
+            DiagOp::Write | DiagOp::Oob | DiagOp::WriteImm => {
+                let mut w = g.write_to_sink(&peer, size);
                 if op == DiagOp::Oob {
+                    // Straddle the end of the sink: half inside, half beyond.
+                    w.remote_to = peer.sink_to + peer.buffer - size / 2;
+                    g.queues.post_send(w);
                     g.phase = GenPhase::WaitTerminate;
                     return;
                 }
+                if op == DiagOp::WriteImm {
+                    w.opcode = WrOpcode::WriteImm;
+                    w.imm = imm_for(size);
+                }
+                g.queues.post_send(w);
                 g.local_sha = g.src_sha(size, sha);
                 g.send_check(op, size);
             }
-            DiagOp::Send => {
-                g.queues.post_send(WorkRequest::new(
-                    1,
-                    WrOpcode::Send,
-                    vec![Sge {
-                        mr: g.src.lkey,
-                        offset: 0,
-                        len,
-                    }],
-                ));
+            DiagOp::Send | DiagOp::SendInv | DiagOp::SendSe => {
+                let opcode = if op == DiagOp::SendInv {
+                    WrOpcode::SendInvalidate
+                } else {
+                    WrOpcode::Send
+                };
+                let mut w = WorkRequest::new(1, opcode, vec![g.src_sge(size)]);
+                w.invalidate = peer.inv_stag;
+                w.flags.solicited = op == DiagOp::SendSe;
+                g.queues.post_send(w);
                 g.local_sha = g.src_sha(size, sha);
                 g.send_check(op, size);
             }
@@ -703,7 +954,7 @@ impl DiagRdma {
                     vec![Sge {
                         mr: g.rsink.lkey,
                         offset: 0,
-                        len,
+                        len: size as u32,
                     }],
                 );
                 w.remote_stag = peer.src_stag;
@@ -711,6 +962,32 @@ impl DiagRdma {
                 g.queues.post_send(w);
                 g.phase = GenPhase::WaitRead;
             }
+            DiagOp::FetchAdd | DiagOp::CmpSwap => {
+                let opcode = if op == DiagOp::FetchAdd {
+                    WrOpcode::FetchAdd { add: ATOM_ADD }
+                } else {
+                    WrOpcode::CmpSwap {
+                        compare: g.atom_known,
+                        swap: g.atom_known ^ ATOM_XOR,
+                    }
+                };
+                let mut w = WorkRequest::new(
+                    4,
+                    opcode,
+                    vec![Sge {
+                        mr: g.rsink.lkey,
+                        offset: 0,
+                        len: 8,
+                    }],
+                );
+                w.remote_stag = peer.atom_stag;
+                w.remote_to = peer.atom_to;
+                g.queues.post_send(w);
+                g.phase = GenPhase::WaitRead;
+            }
+            // The fault is armed and the Write posted by the next step, in one command batch
+            // (the engine executes the fault before it takes the Write).
+            DiagOp::Fault(_) => g.phase = GenPhase::ArmFault,
         }
     }
 
@@ -739,7 +1016,10 @@ impl DiagRdma {
         };
         let secs = (now - g.op_started).as_secs_f64();
         let (ok, peer_sha) = match parse_msg(&b, b"IWDR") {
-            Some((flag, len, sha)) => (flag == 1 && len == size && sha == g.local_sha, sha),
+            Some((flag, len, sha)) => (
+                flag == 1 && len == size && sha == g.local_sha && g.local_ok,
+                sha,
+            ),
             None => (false, [0; 32]),
         };
         println!(
@@ -769,6 +1049,36 @@ impl DiagRdma {
 }
 
 impl Generator {
+    fn src_sge(&self, size: u64) -> Sge {
+        Sge {
+            mr: self.src.lkey,
+            offset: 0,
+            len: size as u32,
+        }
+    }
+
+    /// A Write of `size` source bytes to the start of the peer's sink.
+    fn write_to_sink(&self, peer: &PeerInfo, size: u64) -> WorkRequest {
+        let mut w = WorkRequest::new(1, WrOpcode::Write, vec![self.src_sge(size)]);
+        w.remote_stag = peer.sink_stag;
+        w.remote_to = peer.sink_to;
+        w
+    }
+
+    /// Fault op: arm the fault on our QP and post the Write it breaks (same command batch).
+    fn arm_fault(&mut self, now: Instant, cmds: &mut Vec<EngineCmd>) {
+        let (Some(&(DiagOp::Fault(fault), size)), Some(peer)) =
+            (self.plan.get(self.idx), self.peer)
+        else {
+            return;
+        };
+        cmds.push(EngineCmd::InjectFault { qp: self.qp, fault });
+        self.queues.post_send(self.write_to_sink(&peer, size));
+        self.op_started = now;
+        self.flushed = 0;
+        self.phase = GenPhase::WaitFault;
+    }
+
     fn src_sha(&mut self, size: u64, on: bool) -> [u8; 32] {
         if !on {
             return [0; 32];
@@ -827,60 +1137,49 @@ fn parse_info(pd: &[u8]) -> Option<PeerInfo> {
         src_stag: Stag(u32_at(16)?),
         src_to: u64_at(20)?,
         buffer: u64_at(28)?,
+        atom_stag: Stag(u32_at(36).unwrap_or(0)),
+        atom_to: u64_at(40).unwrap_or(0),
+        inv_stag: Stag(u32_at(48).unwrap_or(0)),
     })
 }
 
-/// A completion on a sink: a data Send (hash it), a check (answer it), or a reply sent.
-fn sink_completion(s: &mut Sink, c: &Completion, sha: bool) {
-    if c.status != WcStatus::Success {
-        return;
-    }
-    if !matches!(c.opcode, CqOpcode::Recv) {
+/// A completion on a sink: a data Send (hash it), an Immediate (note it), a check (answer
+/// it), or a reply sent. A check is told from data by its content (64 bytes, "IWDC"): data
+/// Sends may carry the Solicited Event too.
+fn sink_completion(s: &mut Sink, c: &Completion, sha: bool, mem: &MemTable) {
+    if c.status != WcStatus::Success || !matches!(c.opcode, CqOpcode::Recv | CqOpcode::RecvImm) {
         return;
     }
     let slot = c.wr_id as usize;
     let off = s.recv_off(slot);
-    if !c.solicited {
-        let digest = if sha {
-            sha_of(&s.heap, off, c.byte_len as usize)
-        } else {
-            [0; 32]
-        };
-        s.last_send = Some((c.byte_len, digest));
+    if c.opcode == CqOpcode::RecvImm {
+        s.last_imm = c.imm;
         s.post_recv(slot);
         return;
     }
     let mut b = [0u8; MSG];
     s.heap.copy_out(off, &mut b);
-    s.post_recv(slot);
-    let Some((code, len, peer_sha)) = parse_msg(&b, b"IWDC") else {
-        tracing::warn!(qp = %s.qp, "diag rdma: malformed check message");
+    let check = (c.byte_len == MSG as u64)
+        .then(|| parse_msg(&b, b"IWDC"))
+        .flatten();
+    let Some((code, len, peer_sha)) = check else {
+        let digest = if sha {
+            sha_of(&s.heap, off, c.byte_len as usize)
+        } else {
+            [0; 32]
+        };
+        s.last_send = Some((c.byte_len, digest, c.solicited, c.invalidated));
+        s.post_recv(slot);
         return;
     };
-    let n = len.min(s.buffer as u64) as usize;
-    let (have_len, local) = match code {
-        0 => (
-            len,
-            if sha {
-                sha_of(&s.heap, s.sink_off(), n)
-            } else {
-                [0; 32]
-            },
-        ),
-        1 => s.last_send.take().unwrap_or((u64::MAX, [0; 32])),
-        _ => (
-            len,
-            if sha {
-                sha_of(&s.heap, s.source_off(), n)
-            } else {
-                [0; 32]
-            },
-        ),
-    };
-    let ok = have_len == len && local == peer_sha;
-    let op = ["write", "send", "read", "oob"]
-        .get(usize::from(code))
-        .unwrap_or(&"?");
+    s.post_recv(slot);
+    let (have_len, local, extra_ok) = sink_verify(s, code, len, &peer_sha, sha);
+    if code == 4 {
+        // Send with Invalidate took the STag away: give it back for the next one.
+        let _ = mem.revalidate(DIAG_CLIENT, s.inv.lkey);
+    }
+    let ok = have_len == len && local == peer_sha && extra_ok;
+    let op = OP_NAMES.get(usize::from(code)).unwrap_or(&"?");
     println!(
         "iwarpd: rdma-sink op={op} bytes={len} sha256={} peer_sha256={} ok={ok}",
         hex(&local),
@@ -899,4 +1198,64 @@ fn sink_completion(s: &mut Sink, c: &Completion, sha: bool) {
     );
     w.flags.signaled = false;
     s.queues.post_send(w);
+}
+
+/// What the sink holds for check `code` of `len` bytes: (length, digest or atomic word,
+/// whether the operation's own marks are right: invalidated STag, SE flag, immediate).
+fn sink_verify(
+    s: &mut Sink,
+    code: u8,
+    len: u64,
+    peer: &[u8; 32],
+    sha: bool,
+) -> (u64, [u8; 32], bool) {
+    let n = len.min(s.buffer as u64) as usize;
+    let digest = |off: usize| {
+        if sha {
+            sha_of(&s.heap, off, n)
+        } else {
+            [0; 32]
+        }
+    };
+    match code {
+        // Write, Write with Immediate: the sink region (and the immediate).
+        0 | 6 => {
+            let imm_ok = code == 0 || s.last_imm.take() == Some(imm_for(len));
+            (len, digest(s.sink_off()), imm_ok)
+        }
+        // Send, Send with Invalidate, Send with SE: the last data Send.
+        1 | 4 | 5 => {
+            let (l, d, se, inv) = s
+                .last_send
+                .take()
+                .unwrap_or((u64::MAX, [0; 32], false, None));
+            let marks = match code {
+                4 => inv == Some(s.inv.rkey) && !se,
+                5 => se && inv.is_none(),
+                _ => !se && inv.is_none(),
+            };
+            (l, d, marks)
+        }
+        // Atomics: the word, compared with the generator's expectation.
+        7 | 8 => {
+            let mut w = [0u8; 32];
+            w[..8].copy_from_slice(&s.atom_word().to_ne_bytes());
+            (len, w, peer[8..].iter().all(|&b| b == 0))
+        }
+        _ => (len, digest(s.source_off()), true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DiagOp;
+
+    #[test]
+    fn every_listed_name_parses_and_no_other() {
+        for n in DiagOp::NAMES {
+            assert_eq!(DiagOp::parse(n).map(DiagOp::name), Some(n));
+        }
+        assert!(DiagOp::parse("fault").is_none());
+        assert!(DiagOp::parse("").is_none());
+    }
 }

@@ -25,7 +25,8 @@ use tcp::iface::Resolve;
 use tcp::{ConnHandle, Connection, Endpoint, SegBuf};
 
 use super::api::{
-    CmdQueue, ConnectFailure, EngineCmd, EngineConfig, EngineEvent, MpaPolicy, QpBinding, RdmaSetup,
+    CmdQueue, ConnectFailure, CrcMode, EngineCmd, EngineConfig, EngineEvent, MpaPolicy, QpBinding,
+    RdmaSetup,
 };
 use super::conn::{Ctx, Owner, RdmaConn};
 use super::diag::DiagRdma;
@@ -262,7 +263,8 @@ impl Engine {
                 private_data,
                 ird,
                 ord,
-            } => self.accept(now, conn, qp, &private_data, ird, ord, net, dirty),
+                crc,
+            } => self.accept(now, conn, qp, &private_data, (ird, ord), crc, net, dirty),
             EngineCmd::Reject { conn, private_data } => {
                 if let Some(&h) = self.by_id.get(&conn)
                     && let (Some(c), Some(rc)) = (net.tcp().conn_mut(h), self.conns.get_mut(&h))
@@ -316,6 +318,47 @@ impl Engine {
                 self.stats.forget(qp);
                 self.out.push((owner, EngineEvent::QpReleased { qp }));
             }
+            EngineCmd::FlushQp { qp } => self.flush_qp(now, qp, net, dirty),
+            EngineCmd::InjectFault { qp, fault } => {
+                match self.by_qp.get(&qp).and_then(|h| self.conns.get_mut(h)) {
+                    Some(rc) => {
+                        rc.inject_fault(fault);
+                        dirty.extend(self.by_qp.get(&qp));
+                    }
+                    None => tracing::warn!(%qp, "fault for a QP not on this thread: ignored"),
+                }
+            }
+        }
+    }
+
+    fn flush_qp<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        qp: QpNum,
+        net: &mut dyn Net<B>,
+        dirty: &mut Vec<ConnHandle>,
+    ) {
+        if let Some(p) = self.connecting.iter().position(|p| p.qp.qp == qp) {
+            let p = self.connecting.remove(p);
+            self.out.push((
+                p.owner,
+                EngineEvent::ConnectFailed {
+                    conn: p.conn,
+                    reason: ConnectFailure::Aborted,
+                },
+            ));
+            return;
+        }
+        let Some(&h) = self.by_qp.get(&qp) else {
+            tracing::info!(%qp, "flush for a QP not on this thread: ignored");
+            return;
+        };
+        if let Some(c) = net.tcp().conn_mut(h) {
+            let (mut ctx, conns) = self.ctx();
+            if let Some(rc) = conns.get_mut(&h) {
+                rc.flush_qp(now, c, &mut ctx);
+            }
+            dirty.push(h);
         }
     }
 
@@ -326,8 +369,8 @@ impl Engine {
         conn: ConnId,
         qp: QpBinding,
         private_data: &[u8],
-        ird: u16,
-        ord: u16,
+        (ird, ord): (u16, u16),
+        crc: Option<CrcMode>,
         net: &mut dyn Net<B>,
         dirty: &mut Vec<ConnHandle>,
     ) {
@@ -350,7 +393,7 @@ impl Engine {
         let Some(rc) = conns.get_mut(&h) else {
             return;
         };
-        match rc.accept(now, qp, private_data, ird, ord, c, &mut ctx) {
+        match rc.accept(now, qp, private_data, (ird, ord), crc, c, &mut ctx) {
             Ok(()) => {
                 self.by_qp.insert(num, h);
             }

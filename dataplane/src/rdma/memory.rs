@@ -727,18 +727,46 @@ impl QpMemory {
     /// The region behind `mr`, resolved through the cache (any PD of this client: the QP
     /// checked access when it chose the handle).
     pub fn region(&mut self, mr: MrHandle) -> Option<Arc<Region>> {
-        if let Some(r) = self.cache.iter().flatten().find(|r| r.info.handle == mr) {
-            return Some(r.clone());
-        }
-        let r = self.table.by_handle(mr).filter(|r| r.owner == self.owner)?;
-        self.cache[self.next] = Some(r.clone());
-        self.next = (self.next + 1) % CACHE;
-        Some(r)
+        self.cached(mr).cloned()
+    }
+
+    /// The region behind `mr` as [`QpMemory::region`] resolves it, borrowed from the cache
+    /// (no reference count traffic per placement).
+    fn cached(&mut self, mr: MrHandle) -> Option<&Arc<Region>> {
+        let hit = self
+            .cache
+            .iter()
+            .position(|r| r.as_ref().is_some_and(|r| r.info.handle == mr));
+        let at = match hit {
+            Some(at) => at,
+            None => {
+                let r = self.table.by_handle(mr).filter(|r| r.owner == self.owner)?;
+                let at = self.next;
+                self.cache[at] = Some(r);
+                self.next = (at + 1) % CACHE;
+                at
+            }
+        };
+        self.cache.get(at)?.as_ref()
     }
 }
 
 impl MemoryTable for QpMemory {
     fn lookup(&self, stag: Stag) -> Option<MrInfo> {
+        // A region this pass already placed into answers without the table's lock and map
+        // (one tagged message is many FPDUs to one STag). Only a valid one: an invalidated or
+        // deregistered region may have a successor under the same STag in the table.
+        if let Some(r) = self
+            .cache
+            .iter()
+            .flatten()
+            .find(|r| r.info.stag == stag && r.owner == self.owner)
+        {
+            let info = r.info();
+            if info.valid {
+                return Some(info);
+            }
+        }
         self.table
             .by_stag(stag)
             .filter(|r| r.owner == self.owner)
@@ -762,7 +790,7 @@ impl MemoryTable for QpMemory {
 
 impl Placer for QpMemory {
     fn place(&mut self, mr: MrHandle, offset: u64, data: &[u8], crc: Option<&mut Crc32c>) {
-        match self.region(mr) {
+        match self.cached(mr) {
             Some(r) if r.write(offset, data, crc) => self.placed_bytes += data.len() as u64,
             _ => self.out_of_range += 1,
         }
@@ -854,6 +882,27 @@ mod tests {
         assert_eq!(&back, b"still mapped");
         v.release();
         assert!(v.region(info.handle).is_none());
+    }
+
+    #[test]
+    fn lookups_through_the_cache_see_invalidation_and_deregistration() {
+        let t = MemTable::new(16, 5);
+        let m = HeapMemory::new(4096);
+        let k = t.register(req(1, 7, &m, 0, 256)).unwrap();
+        let theirs = t.register(req(2, 7, &m, 256, 256)).unwrap();
+        let mut v = QpMemory::new(t.clone(), ClientId(1), PdId(7));
+        let info = v.lookup(k.rkey).unwrap();
+        v.place(info.handle, 0, b"cached", None);
+        // Now answered from the cache: the same as the table.
+        assert_eq!(v.lookup(k.rkey), t.by_stag(k.rkey).map(|r| r.info()));
+        assert!(v.lookup(Stag(k.rkey.0 ^ 1)).is_none(), "key must match");
+        assert!(v.lookup(theirs.rkey).is_none(), "other client");
+        t.invalidate(k.rkey).unwrap();
+        assert!(!v.lookup(k.rkey).unwrap().valid);
+        t.revalidate(ClientId(1), k.lkey).unwrap();
+        assert!(v.lookup(k.rkey).unwrap().valid);
+        t.deregister(ClientId(1), k.lkey).unwrap();
+        assert!(v.lookup(k.rkey).is_none(), "deregistered while cached");
     }
 
     #[test]

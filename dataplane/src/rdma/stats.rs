@@ -28,6 +28,9 @@ pub struct QpCounters {
     /// Payload bytes handed to the NIC by reference to the registered region (zero-copy
     /// transmit; retransmissions included).
     pub bytes_tx_by_ref: u64,
+    /// Work requests completed at transmission: payloads of at most
+    /// [`INLINE_MAX`](super::conn::INLINE_MAX) bytes, copied into the transmit log.
+    pub inline_tx: u64,
     /// FPDUs refused for a bad CRC.
     pub crc_errors: u64,
     /// TERMINATEs sent, by `(layer, etype, ecode)`.
@@ -80,6 +83,7 @@ impl QpCounters {
             ("fpdus_tx", self.fpdus_tx),
             ("bytes_tx", self.bytes_tx),
             ("bytes_tx_by_ref", self.bytes_tx_by_ref),
+            ("inline_tx", self.inline_tx),
             ("crc_errors", self.crc_errors),
             ("cqe_success", self.cqe_success),
             ("cqe_flushed", self.cqe_flushed),

@@ -306,6 +306,27 @@ impl TxLog {
         seg: &TxSegment,
         mem: &mut QpMemory,
     ) -> Result<(u32, [u8; 4]), LogError> {
+        let (out, gone) = self.frame_copy(framer, seg, mem);
+        let mut crc = [0u8; 4];
+        if let Some(c) = out.get(out.len().saturating_sub(4)..) {
+            crc.copy_from_slice(c);
+        }
+        let len = self.push_bytes(&out, seg.completion());
+        if gone {
+            self.region_gone += 1;
+            return Err(LogError::RegionGone);
+        }
+        Ok((len, crc))
+    }
+
+    /// Frame one FPDU whole (copy mode) without logging it; `true` when a region was gone
+    /// (zeros sent in its place). The fault switches break FPDUs built this way.
+    pub fn frame_copy(
+        &mut self,
+        framer: &mut Framer,
+        seg: &TxSegment,
+        mem: &mut QpMemory,
+    ) -> (Vec<u8>, bool) {
         let mut payload = std::mem::take(&mut self.scratch);
         payload.clear();
         let mut gone = false;
@@ -324,16 +345,14 @@ impl TxLog {
             .unwrap_or(0);
         out.truncate(n);
         self.scratch = payload;
-        let mut crc = [0u8; 4];
-        if let Some(c) = out.get(n.saturating_sub(4)..) {
-            crc.copy_from_slice(c);
-        }
-        let len = self.push_bytes(&out, seg.completion());
-        if gone {
-            self.region_gone += 1;
-            return Err(LogError::RegionGone);
-        }
-        Ok((len, crc))
+        (out, gone)
+    }
+
+    /// Detach the completion token of the newest record: its work request completes now
+    /// (an inline FPDU whose bytes the log holds as a copy, so the application's buffer is no
+    /// longer needed for retransmission).
+    pub fn take_last_token(&mut self) -> Option<SqToken> {
+        self.recs.back_mut().and_then(|r| r.token.take())
     }
 
     /// TCP acknowledged everything below `upto`: drop those records and return the

@@ -89,6 +89,16 @@ impl Default for DeframerConfig {
     }
 }
 
+/// A complete FPDU found by [`Deframer::peek_whole`]: its ULPDU (a slice of the caller's
+/// input) and the octets it spans in the stream (length field, ULPDU, pad, CRC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeFpdu<'a> {
+    /// Stream octets of the whole FPDU.
+    pub len: usize,
+    /// The ULPDU (DDP segment), `ULPDU_LENGTH` octets.
+    pub ulpdu: &'a [u8],
+}
+
 /// One event of the deframed stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deframed<'a> {
@@ -231,6 +241,51 @@ impl Deframer {
     fn fail(&mut self, e: MpaError) -> Option<Result<Deframed<'static>, MpaError>> {
         self.error = Some(e);
         Some(Err(e))
+    }
+
+    /// Fast path for the common case of one or more whole FPDUs in one slice (RFC 5044 §8:
+    /// senders align FPDUs with TCP segments): when the deframer is between FPDUs, markers are
+    /// off and `input` starts with a complete FPDU whose ULPDU_LENGTH is acceptable and whose
+    /// CRC (when negotiated, RFC 5044 §6: over the length field, ULPDU and pad) matches, that
+    /// FPDU, verified in one CRC pass before any of it is used. `None` otherwise, with nothing
+    /// changed: [`Deframer::deframe`] then walks the same octets and reports the FPDU or its
+    /// error. The caller takes the FPDU with [`Deframer::consume_whole`].
+    #[inline]
+    pub fn peek_whole<'a>(&self, input: &'a [u8]) -> Option<WholeFpdu<'a>> {
+        if self.cfg.markers
+            || self.error.is_some()
+            || !matches!(self.phase, Phase::Len { have: 0, .. })
+        {
+            return None;
+        }
+        let &[hi, lo] = input.first_chunk::<LEN_FIELD>()?;
+        let ulpdu_len = u16::from_be_bytes([hi, lo]);
+        if ulpdu_len < self.cfg.min_ulpdu_len || ulpdu_len > self.cfg.max_ulpdu_len {
+            return None;
+        }
+        let n = usize::from(ulpdu_len);
+        let covered = LEN_FIELD + n + pad_len(n);
+        let fpdu = input.get(..covered + CRC_LEN)?;
+        let (body, crc) = fpdu.split_at(covered);
+        if self.cfg.crc {
+            let received = crc_from_wire(*crc.first_chunk::<CRC_LEN>()?);
+            if netcore::crc::crc32c(body) != received {
+                return None;
+            }
+        }
+        Some(WholeFpdu {
+            len: fpdu.len(),
+            ulpdu: body.get(LEN_FIELD..LEN_FIELD + n)?,
+        })
+    }
+
+    /// Take the FPDU [`Deframer::peek_whole`] returned (the caller handled it).
+    #[inline]
+    pub fn consume_whole(&mut self, w: &WholeFpdu<'_>) {
+        self.fpdu_start = self.pos;
+        self.ulpdu_len = w.ulpdu.len() as u16;
+        self.advance(w.len);
+        self.fpdus += 1;
     }
 
     /// Walk `input`; returns how many input bytes were consumed and the next event, or `None`

@@ -538,6 +538,17 @@ impl Startup {
         self.accept(private_data)
     }
 
+    /// Responder, before [`Startup::accept`]: the CRC choice of the Reply (the application's
+    /// per-connection choice instead of the listener's; RFC 5044 §7.1: CRC is used when
+    /// either side asks).
+    pub fn set_crc_policy(&mut self, crc: CrcPolicy) -> Result<(), StartupError> {
+        if !matches!(self.state, State::AwaitAccept(_)) {
+            return Err(StartupError::InvalidState);
+        }
+        self.cfg.crc = crc;
+        Ok(())
+    }
+
     /// Responder: reject the pending request with `private_data`.
     pub fn reject(&mut self, private_data: &[u8]) -> Result<(), StartupError> {
         if !matches!(self.state, State::AwaitAccept(_)) {

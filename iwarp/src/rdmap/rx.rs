@@ -147,6 +147,27 @@ impl Qp {
                 return input.len();
             }
             let rest = input.get(i..).unwrap_or(&[]);
+            if let Some(w) = self.deframer.peek_whole(rest) {
+                // The whole FPDU is here and its CRC checked: the same steps as the events
+                // below (Start, Data, End), without the per-event state walk.
+                if self.rx_write_whole(mem, w.ulpdu) {
+                    self.deframer.consume_whole(&w);
+                    i += w.len;
+                    continue;
+                }
+                self.rx_start(w.ulpdu.len());
+                let r = self.rx_data(mem, w.ulpdu, false);
+                if r.is_ok() {
+                    // `End`: the deframer counts the FPDU before the segment completes.
+                    self.deframer.consume_whole(&w);
+                    i += w.len;
+                }
+                if let Err(code) = r.and_then(|()| self.rx_end(mem)) {
+                    self.rx_fail(code);
+                    return input.len();
+                }
+                continue;
+            }
             let (n, ev) = self.deframer.deframe(rest);
             i += n;
             match ev {
@@ -158,34 +179,78 @@ impl Qp {
                     // The framing is lost: nothing after this point can be trusted.
                     return input.len();
                 }
-                Some(Ok(Deframed::Start { ulpdu_len })) => {
-                    let rx = &mut self.rx;
-                    rx.in_fpdu = true;
-                    rx.ulpdu_len = usize::from(ulpdu_len);
-                    rx.have = 0;
-                    rx.hdr_len = 0;
-                    rx.header = None;
-                    rx.sink = Sink::Discard;
-                    rx.placed = 0;
-                }
+                Some(Ok(Deframed::Start { ulpdu_len })) => self.rx_start(usize::from(ulpdu_len)),
                 Some(Ok(Deframed::Data(d))) => {
-                    if let Err(code) = self.rx_data(mem, d) {
+                    let feed_crc = self.cfg.crc_by_placer && self.cfg.crc;
+                    if let Err(code) = self.rx_data(mem, d, feed_crc) {
                         self.rx_fail(code);
                     }
                 }
                 Some(Ok(Deframed::End)) => {
-                    self.rx.in_fpdu = false;
-                    let r = match self.rx.header {
-                        Some(h) => self.end_segment(mem, &h),
-                        None => Err(HeaderError::Truncated.into()),
-                    };
-                    if let Err(code) = r {
+                    if let Err(code) = self.rx_end(mem) {
                         self.rx_fail(code);
                     }
                 }
             }
         }
         i
+    }
+
+    /// The data path's common segment, a whole RDMA Write whose CRC the deframer already
+    /// checked, that passes every check `begin_segment` makes for it (RFC 5041 §7.1 versions,
+    /// RFC 5040 §7.1 opcode, RFC 5041 §7.2 / RFC 5042 §5 STag, PD, rights, bounds): placed in
+    /// one step; an RDMA Write completes nothing at the Data Sink (RFC 5040 §5.3). False, with
+    /// nothing done, for anything else: the general path then runs the same checks and
+    /// reports the first failing one.
+    #[inline]
+    fn rx_write_whole(&mut self, mem: &mut dyn Memory, ulpdu: &[u8]) -> bool {
+        let Some((h, payload)) = ulpdu.split_first_chunk::<{ ddp::TAGGED_HDR_LEN }>() else {
+            return false;
+        };
+        if self.rtr_rx.is_some() || rw::classify(h[0], h[1]) != Ok(Opcode::Write) {
+            return false;
+        }
+        let [_, _, s0, s1, s2, s3, to @ ..] = *h;
+        let stag = Stag(u32::from_be_bytes([s0, s1, s2, s3]));
+        let to = u64::from_be_bytes(to);
+        let need = Access::REMOTE_WRITE;
+        let len = payload.len() as u64;
+        let Ok((info, off)) = check_access(&*mem, stag, self.cfg.pd, need, to, len) else {
+            return false;
+        };
+        if !payload.is_empty() {
+            mem.place(info.handle, off, payload, None);
+        }
+        true
+    }
+
+    /// A new FPDU whose ULPDU has `ulpdu_len` octets.
+    #[inline]
+    fn rx_start(&mut self, ulpdu_len: usize) {
+        let rx = &mut self.rx;
+        rx.in_fpdu = true;
+        rx.ulpdu_len = ulpdu_len;
+        rx.have = 0;
+        rx.hdr_len = 0;
+        rx.header = None;
+        rx.sink = Sink::Discard;
+        rx.placed = 0;
+    }
+
+    /// The FPDU is complete and its CRC verified.
+    #[inline]
+    fn rx_end(&mut self, mem: &mut dyn Memory) -> Result<(), TermCode> {
+        self.rx.in_fpdu = false;
+        match self.rx.header {
+            // RFC 5040 §5.3: an RDMA Write segment completes nothing at the Data Sink (what
+            // `end_segment` does for it, without copying the header).
+            Some(Header {
+                opcode: Opcode::Write,
+                ..
+            }) if self.rtr_rx.is_none() => Ok(()),
+            Some(h) => self.end_segment(mem, &h),
+            None => Err(HeaderError::Truncated.into()),
+        }
     }
 
     fn rx_fail(&mut self, code: TermCode) {
@@ -199,15 +264,44 @@ impl Qp {
         self.fail(code, term);
     }
 
-    fn rx_data(&mut self, mem: &mut dyn Memory, mut d: &[u8]) -> Result<(), TermCode> {
+    /// ULPDU octets of the current FPDU. With `by_placer` (the CRC by the placer, and not
+    /// already checked), every octet is fed to the deframer's CRC here or in `Placer::place`,
+    /// exactly once and in stream order.
+    fn rx_data(
+        &mut self,
+        mem: &mut dyn Memory,
+        mut d: &[u8],
+        by_placer: bool,
+    ) -> Result<(), TermCode> {
         if !self.rx.in_fpdu {
             return Ok(());
         }
-        // With the CRC by the placer, every ULPDU byte is fed to the deframer's CRC here or in
-        // `Placer::place`, exactly once and in stream order.
-        let by_placer = self.cfg.crc_by_placer && self.cfg.crc;
         if self.rx.header.is_none() {
             let rx = &mut self.rx;
+            if rx.have == 0
+                && let &[c0, c1, ..] = d
+            {
+                // The common case: the whole header at the start of this slice. The same
+                // checks and state as the octet-gathering loop below, in one step.
+                let n = match header_len(c0, c1)? {
+                    Some(n) if n > rx.ulpdu_len => return Err(HeaderError::Truncated.into()),
+                    Some(n) => n,
+                    None => rx.ulpdu_len.min(HDR_CAP),
+                };
+                if let (Some(take), Some(dst)) = (d.get(..n), rx.hdr.get_mut(..n)) {
+                    if by_placer {
+                        self.deframer.crc_data(take);
+                    }
+                    dst.copy_from_slice(take);
+                    rx.have = n;
+                    rx.hdr_len = n;
+                    let h = Header::parse(take)?;
+                    rx.header = Some(h);
+                    d = d.get(n..).unwrap_or(&[]);
+                    self.begin_segment(mem, &h)?;
+                    return self.rx_payload(mem, d, by_placer);
+                }
+            }
             while rx.header.is_none() && !d.is_empty() {
                 let want = if rx.hdr_len == 0 { 2 } else { rx.hdr_len };
                 let n = want.saturating_sub(rx.have).min(d.len());
@@ -236,6 +330,18 @@ impl Qp {
                 None => return Ok(()),
             }
         }
+        self.rx_payload(mem, d, by_placer)
+    }
+
+    /// Payload octets of the current segment, after its header: to the sink chosen by
+    /// `begin_segment`.
+    #[inline]
+    fn rx_payload(
+        &mut self,
+        mem: &mut dyn Memory,
+        d: &[u8],
+        by_placer: bool,
+    ) -> Result<(), TermCode> {
         if d.is_empty() {
             return Ok(());
         }

@@ -40,7 +40,7 @@
 use core::fmt;
 
 use crate::ddp::wire::{self as ddp, DdpBuf};
-use crate::error::{DdpError, RdmapError, TermCode, WireError};
+use crate::error::{DdpError, RdmapError, TermCode};
 use crate::rdmap::terminate::TerminateHdr;
 use crate::stag::Stag;
 
@@ -277,6 +277,13 @@ impl From<HeaderError> for TermCode {
 /// when the header is as long as the ULPDU (Terminate). Order of checks: DDP version, RDMAP
 /// version, opcode (RFC 5041 §7.1 then RFC 5040 §7.1).
 pub fn header_len(ctrl: u8, ulp_ctrl: u8) -> Result<Option<usize>, HeaderError> {
+    let op = classify(ctrl, ulp_ctrl)?;
+    Ok(op.extra_len().map(|x| ddp::header_len(ctrl) + x))
+}
+
+/// The checks of [`header_len`], returning the opcode.
+#[inline]
+pub(crate) fn classify(ctrl: u8, ulp_ctrl: u8) -> Result<Opcode, HeaderError> {
     let tagged = ctrl & ddp::FLAG_TAGGED != 0;
     if ctrl & ddp::DV_MASK != ddp::DDP_VERSION {
         return Err(HeaderError::DdpVersion { tagged });
@@ -288,7 +295,60 @@ pub fn header_len(ctrl: u8, ulp_ctrl: u8) -> Result<Option<usize>, HeaderError> 
     if op.is_tagged() != tagged {
         return Err(HeaderError::Opcode);
     }
-    Ok(op.extra_len().map(|x| ddp::header_len(ctrl) + x))
+    Ok(op)
+}
+
+/// The DDP header (RFC 5041 §4.2, §4.3) at the start of `b`, whose control bytes passed
+/// [`classify`]: one length check, then fixed offsets.
+#[inline]
+fn parse_ddp(b: &[u8]) -> Result<ddp::Repr, HeaderError> {
+    let (ctrl, buf) = if let Some(h) = b.first_chunk::<{ ddp::UNTAGGED_HDR_LEN }>()
+        && h[0] & ddp::FLAG_TAGGED == 0
+    {
+        let [
+            _,
+            _,
+            u0,
+            u1,
+            u2,
+            u3,
+            q0,
+            q1,
+            q2,
+            q3,
+            n0,
+            n1,
+            n2,
+            n3,
+            m0,
+            m1,
+            m2,
+            m3,
+        ] = *h;
+        let buf = DdpBuf::Untagged {
+            ulp_word: u32::from_be_bytes([u0, u1, u2, u3]),
+            qn: u32::from_be_bytes([q0, q1, q2, q3]),
+            msn: u32::from_be_bytes([n0, n1, n2, n3]),
+            mo: u32::from_be_bytes([m0, m1, m2, m3]),
+        };
+        (h[0], buf)
+    } else if let Some(h) = b.first_chunk::<{ ddp::TAGGED_HDR_LEN }>()
+        && h[0] & ddp::FLAG_TAGGED != 0
+    {
+        let [_, _, s0, s1, s2, s3, t @ ..] = *h;
+        let buf = DdpBuf::Tagged {
+            stag: Stag(u32::from_be_bytes([s0, s1, s2, s3])),
+            to: u64::from_be_bytes(t),
+        };
+        (h[0], buf)
+    } else {
+        return Err(HeaderError::Truncated);
+    };
+    Ok(ddp::Repr {
+        last: ctrl & ddp::FLAG_LAST != 0,
+        ulp_ctrl: b.get(1).copied().unwrap_or(0),
+        buf,
+    })
 }
 
 fn be32(b: &[u8], at: usize) -> Result<u32, HeaderError> {
@@ -317,18 +377,27 @@ pub struct Header {
 impl Header {
     /// Parse the header at the start of `b` (a ULPDU, or at least its header). For a
     /// Terminate the whole of `b` is the Terminate header.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Header, HeaderError> {
-        let (&c0, &c1) = match (b.first(), b.get(1)) {
-            (Some(c0), Some(c1)) => (c0, c1),
-            _ => return Err(HeaderError::Truncated),
+        let &[c0, c1, ..] = b else {
+            return Err(HeaderError::Truncated);
         };
-        header_len(c0, c1)?;
-        let opcode = Opcode::from_u8(c1 & 0x0f).ok_or(HeaderError::Opcode)?;
-        let p = ddp::Packet::new_checked(b).map_err(|_| HeaderError::Truncated)?;
-        let d = ddp::Repr::parse(&p).map_err(|e| match e {
-            WireError::BadVersion => HeaderError::DdpVersion { tagged: p.tagged() },
-            _ => HeaderError::Truncated,
-        })?;
+        let opcode = classify(c0, c1)?;
+        let d = parse_ddp(b)?;
+        if matches!(opcode, Opcode::Write | Opcode::ReadResponse) {
+            // Tagged (the data path): no RDMAP fields after the DDP header.
+            return Ok(Header {
+                opcode,
+                ddp: d,
+                rdmap: RdmapPart::None,
+            });
+        }
+        Self::parse_rdmap(b, opcode, d)
+    }
+
+    /// The RDMAP part of an untagged message (RFC 5040 §4.4-§4.8, RFC 7306 §4).
+    #[inline(never)]
+    fn parse_rdmap(b: &[u8], opcode: Opcode, d: ddp::Repr) -> Result<Header, HeaderError> {
         let o = d.buffer_len();
         let rdmap = match opcode {
             Opcode::ReadRequest => RdmapPart::ReadRequest(ReadRequest {

@@ -437,7 +437,7 @@ impl<B: SegBuf> Connection<B> {
         self.rtx_at = if self.snd_una >= self.snd_max {
             None
         } else {
-            Some(now + self.rtt.rto())
+            Some(now + self.rto())
         };
     }
 
@@ -445,9 +445,15 @@ impl<B: SegBuf> Connection<B> {
     fn process_ack(&mut self, now: Instant, ack_abs: u64, h: &SegmentHeader) {
         let wnd_changed = self.update_send_window(ack_abs, h);
         let delivered_before = self.rack.rate.delivered;
+        let (una_before, sacked_before) = (self.snd_una, self.sb.sacked_bytes());
         let rack = self.rack_on();
         // RFC 8985 §7.4.2: a duplicate ACK without SACK information (before SND.UNA moves).
         let plain_dupack = ack_abs == self.snd_una && h.sack[0].is_none();
+        // RFC 8985 §6.2 step 2 tells a retransmission's ACK from the original's by the echo.
+        self.rack.ack_echo_ms = h
+            .timestamp
+            .filter(|_| self.ts_ok)
+            .map(|(_, ecr)| ecr.wrapping_sub(self.ts_offset));
         let (sack_new, dsack) = self.process_sack(now, ack_abs, h);
         if !rack && self.log_on() {
             // BBR without RACK: the log still records cumulative deliveries (delivery rate).
@@ -457,6 +463,7 @@ impl<B: SegBuf> Connection<B> {
         self.check_lost_retransmission(ack_abs);
         let flight = self.snd_max - self.snd_una;
         if ack_abs > self.snd_una {
+            self.eifel_detect(ack_abs, h);
             self.on_ack_advance(now, ack_abs);
         } else if ack_abs == self.snd_una
             && flight > 0
@@ -470,6 +477,7 @@ impl<B: SegBuf> Connection<B> {
             self.tlp_on_ack(ack_abs, dsack, plain_dupack);
             self.rack_detect(now);
         }
+        self.prr_on_ack(una_before, sacked_before);
         if self.cc.is_bbr() {
             self.bbr_on_ack(now, delivered_before);
         } else if self.log_on() {
@@ -597,6 +605,44 @@ impl<B: SegBuf> Connection<B> {
         }
     }
 
+    /// RFC 3522 §2: the first ACK of new data after a retransmission timeout echoes a TSval
+    /// older than the retransmission's, so it acknowledges the original transmission and the
+    /// timeout was spurious (`spurious_rtos`): undone (RFC 4015). Timestamps tick in
+    /// milliseconds: a spurious timeout answered within the same millisecond is not
+    /// recognised (never a false positive).
+    fn eifel_detect(&mut self, ack_abs: u64, h: &SegmentHeader) {
+        let undo = self.rto_undo.take();
+        if let Some(rtx) = self.rto_tsval.take()
+            && let Some((_, ecr)) = h.timestamp
+            && (ecr.wrapping_sub(rtx) as i32) < 0
+        {
+            self.stats.spurious_rtos += 1;
+            if let Some(u) = undo.filter(|_| self.cfg.rto_undo) {
+                self.undo_rto(ack_abs, &u);
+            }
+        }
+    }
+
+    /// The Eifel response (RFC 4015 §2) to a spurious timeout, before SND.UNA moves to
+    /// `ack_abs`: the congestion state comes back (steps 5-6), sending resumes at SND.MAX
+    /// instead of going back N (step 4), and the timeout's loss marks and recovery point are
+    /// dropped, so RACK (RFC 8985 §6.2) and fast recovery act on the ACKs that follow as if
+    /// the timeout had not fired. The RTO backoff collapses with the new ACK (RFC 6298 §5.7).
+    fn undo_rto(&mut self, ack_abs: u64, u: &crate::cc::CcUndo) {
+        let emss = u64::from(self.emss());
+        let iw = emss * u64::from(self.cfg.initial_cwnd_segments.max(1));
+        let flight = self.snd_max - ack_abs;
+        self.cc.undo_rto(u, flight, ack_abs - self.snd_una, iw);
+        self.stats.rto_undos += 1;
+        self.rto_recover = None;
+        self.recover = ack_abs;
+        self.rack.undo_rto_marks();
+        self.snd_nxt = self.snd_max;
+        self.rtx_next = ack_abs;
+        tracing::trace!(remote = ?self.remote, una = ack_abs, cwnd = self.cc.cwnd,
+            ssthresh = self.cc.ssthresh, "tcp RTO undone (spurious)");
+    }
+
     /// SND.UNA advances (RFC 5681 §3.1, RFC 6582 §3.2 steps 3-4).
     fn on_ack_advance(&mut self, now: Instant, ack_abs: u64) {
         let mss = u64::from(self.emss());
@@ -610,6 +656,11 @@ impl<B: SegBuf> Connection<B> {
                 self.newreno_rtx = false;
                 self.rack.on_recovery_exit();
                 self.cc.on_recovery_exit(self.snd_max - self.snd_una);
+                if self.prr_on() {
+                    // RFC 6937 §3: at the end of recovery cwnd = ssthresh (PRR already
+                    // brought the data in flight there).
+                    self.cc.cwnd = self.cc.ssthresh.max(mss);
+                }
             } else {
                 // RFC 6582 §3.2 step 4: partial ACK, resend the next unacked segment.
                 self.newreno_rtx = true;
@@ -623,6 +674,14 @@ impl<B: SegBuf> Connection<B> {
                 }
             }
         } else {
+            // HyStart++ (RFC 9406) reads the RTT of this ACK's newest delivered segment
+            // (BBR takes that sample itself, later in the ACK).
+            let rtt = if self.cc.is_bbr() {
+                None
+            } else {
+                self.rack.last_rtt.take()
+            };
+            self.cc.hystart_ack(self.snd_una, self.snd_max, rtt);
             self.cc.on_ack(now, acked, self.rtt.srtt());
         }
     }
@@ -652,6 +711,7 @@ impl<B: SegBuf> Connection<B> {
             self.recover = self.snd_max;
             let base = self.pipe().max(2 * mss).min(flight);
             self.cc.enter_recovery(base, self.rack.rate.delivered);
+            self.prr_start();
             self.stats.fast_retransmits += 1;
             self.rtx_next = self.snd_una;
             self.newreno_rtx = true;
@@ -712,9 +772,45 @@ impl<B: SegBuf> Connection<B> {
                 pipe_before.max(2 * mss).min(flight.max(2 * mss))
             };
             self.cc.enter_recovery(base, self.rack.rate.delivered);
+            self.prr_start();
             self.stats.fast_retransmits += 1;
             self.rtt_probe = None;
         }
+    }
+
+    /// RFC 6937 §3, on entering recovery: `prr_delivered = prr_out = 0`, `RecoverFS =
+    /// snd.nxt - snd.una` (the highest sent, SND.MAX here).
+    fn prr_start(&mut self) {
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.recover_fs = self.snd_max - self.snd_una;
+    }
+
+    /// RFC 6937 §3, on every ACK in recovery: `DeliveredData` = the change of SND.UNA plus the
+    /// change of SACKed bytes; while pipe > ssthresh, send in proportion to what was delivered
+    /// (`prr_delivered * ssthresh / RecoverFS - prr_out`), else grow back towards ssthresh no
+    /// faster than slow start (PRR-SSRB: what was delivered, plus one MSS). The result is
+    /// the window for this ACK: cwnd = pipe + sndcnt.
+    fn prr_on_ack(&mut self, una_before: u64, sacked_before: u64) {
+        if !self.in_recovery || !self.prr_on() {
+            return;
+        }
+        let mss = u64::from(self.emss());
+        let dd = (self.snd_una - una_before + self.sb.sacked_bytes()).saturating_sub(sacked_before);
+        self.prr_delivered += dd;
+        let pipe = self.pipe();
+        let ssthresh = self.cc.ssthresh;
+        let sndcnt = if pipe > ssthresh {
+            let want = (u128::from(self.prr_delivered) * u128::from(ssthresh))
+                .div_ceil(u128::from(self.recover_fs.max(1)));
+            u64::try_from(want)
+                .unwrap_or(u64::MAX)
+                .saturating_sub(self.prr_out)
+        } else {
+            let limit = self.prr_delivered.saturating_sub(self.prr_out).max(dd) + mss;
+            (ssthresh - pipe).min(limit)
+        };
+        self.cc.cwnd = pipe + sndcnt;
     }
 
     /// RFC 8985 §7.4: was the tail loss probe's segment lost? A probe of new data, or one

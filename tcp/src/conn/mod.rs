@@ -41,7 +41,8 @@
 //!   retransmissions), a reordering timer waits out `reo_wnd`, tail loss probes replace most
 //!   tail RTOs, and an RTO marks everything unSACKed lost instead of going back N (SACK state
 //!   is dropped only if the receiver reneged, RFC 2018 §8). Retransmission is limited by
-//!   RFC 6675 pipe < cwnd (no PRR). The PTO adds 2 ms when more than one segment is in flight
+//!   RFC 6675 pipe < cwnd, with cwnd set per ACK by PRR (RFC 6937, [`crate::TcpConfig::prr`])
+//!   for loss-based congestion control; BBR conserves packets itself. The PTO adds 2 ms when more than one segment is in flight
 //!   (as Linux), so a peer's ACK scheduling jitter does not fire it, and it is also armed
 //!   while SACKed data is outstanding outside recovery (RFC 8985 §7.2 says not to).
 //! * Without RACK-TLP, SACK loss recovery follows RFC 6675 with IsLost() simplified to "a hole
@@ -50,7 +51,8 @@
 //!   (RFC 2883) either way; received D-SACKs widen RACK's reordering window.
 //! * The acceptability test uses max(advertised window, current free space).
 //! * Urgent data is ignored (RFC 9293 §3.8.5 / RFC 6093 recommend not using it).
-//! * No SYN cookies: listeners are bounded by [`crate::Endpoint::set_backlog`].
+//! * SYN cookies (RFC 4987 §3.6) once `syn_backlog` half-open connections wait on a listener;
+//!   the accept queue is bounded by [`crate::Endpoint::set_backlog`].
 //!
 //! # Sequence space
 //! Internally sequence numbers are 64-bit offsets from the ISS (send side: SYN = 0, stream byte
@@ -301,6 +303,15 @@ pub struct Connection<B> {
     rack: Rack,
     /// Bytes RACK newly marked lost since the last BBR update.
     bbr_newly_lost: Option<u64>,
+    /// PRR (RFC 6937 §3): `prr_delivered`, `prr_out` and `RecoverFS` of the current recovery.
+    prr_delivered: u64,
+    prr_out: u64,
+    recover_fs: u64,
+    /// The TSval of the retransmission of the last RTO, until the first ACK of new data
+    /// (Eifel detection, RFC 3522).
+    rto_tsval: Option<u32>,
+    /// The congestion state before that timeout, restored if it proves spurious (RFC 4015).
+    rto_undo: Option<crate::cc::CcUndo>,
     /// SND.MAX at the last retransmission timeout, until it is acknowledged.
     rto_recover: Option<u64>,
     /// Pacing (BBR): byte credit, its last refill, and when sending may resume.
@@ -372,13 +383,16 @@ impl<B: SegBuf> Connection<B> {
         passive: bool,
     ) -> Self {
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
-        let cc = Congestion::new(
+        let mut cc = Congestion::new(
             cfg.cc,
             cfg.mss,
             cfg.initial_cwnd_segments,
             now,
             u64::from(iss.0).wrapping_mul(0x9e37_79b9_7f4a_7c15),
         );
+        if cfg.hystart {
+            cc.enable_hystart();
+        }
         let rx = RecvQueue::new(
             cfg.max_ooo_bytes,
             cfg.max_ooo_segments,
@@ -431,7 +445,12 @@ impl<B: SegBuf> Connection<B> {
             retries: 0,
             rack: Rack::default(),
             bbr_newly_lost: None,
+            prr_delivered: 0,
+            prr_out: 0,
+            recover_fs: 0,
             rto_recover: None,
+            rto_tsval: None,
+            rto_undo: None,
             pace_credit: 0.0,
             pace_last: now,
             pace_at: None,
@@ -618,9 +637,18 @@ impl<B: SegBuf> Connection<B> {
     pub fn cwnd(&self) -> u64 {
         self.cc.cwnd
     }
-    /// Current retransmission timeout.
+    /// Current retransmission timeout: RFC 6298 with the lower bound `rto_min` while less
+    /// than two full segments are outstanding (a lone segment may wait for the peer's delayed
+    /// ACK, RFC 9293 §3.8.6.3), else `rto_min_bulk` (the peer ACKs every second segment at
+    /// once; RFC 6298 §2.4's "SHOULD be rounded up to 1 s" is relaxed as RFC 8961 allows).
     pub fn rto(&self) -> Duration {
-        self.rtt.rto()
+        let flight = self.snd_max - self.snd_una;
+        if flight >= 2 * u64::from(self.emss()) {
+            self.rtt
+                .rto_with_floor(self.cfg.rto_min_bulk.min(self.cfg.rto_min))
+        } else {
+            self.rtt.rto()
+        }
     }
     /// Smoothed RTT, once measured.
     pub fn srtt(&self) -> Option<Duration> {
@@ -894,6 +922,12 @@ impl<B: SegBuf> Connection<B> {
     /// Whether RACK-TLP (RFC 8985) drives loss detection: configured and SACK negotiated.
     fn rack_on(&self) -> bool {
         self.cfg.rack_tlp && self.sack_ok
+    }
+
+    /// Whether loss recovery runs PRR (RFC 6937): configured, SACK negotiated (RFC 6675 pipe),
+    /// and a loss-based congestion control (BBR conserves packets its own way).
+    fn prr_on(&self) -> bool {
+        self.cfg.prr && self.sack_ok && !self.cc.is_bbr()
     }
 
     /// Whether the per-segment transmission log is kept: for RACK, and for BBR's delivery

@@ -200,7 +200,7 @@ impl<B: SegBuf> Connection<B> {
             {
                 if s == self.snd_una {
                     // The head's timeout starts now (RFC 6298 §5.1, as Linux's tcp_rearm_rto).
-                    self.rtx_at = Some(now + self.rtt.rto());
+                    self.rtx_at = Some(now + self.rto());
                 }
                 return Some(p);
             }
@@ -231,7 +231,7 @@ impl<B: SegBuf> Connection<B> {
                             // starts now (RFC 6298 §5.1 applied to the head, as Linux's
                             // tcp_rearm_rto does), or the RTO would cut recovery short whenever
                             // RTO < 2 RTT.
-                            self.rtx_at = Some(now + self.rtt.rto());
+                            self.rtx_at = Some(now + self.rto());
                         }
                         self.rtx_next = end;
                         return Some(Plan {
@@ -455,6 +455,10 @@ impl<B: SegBuf> Connection<B> {
         }
         if p.end > p.start {
             self.pace_spend((p.end - p.start) as f64);
+            if self.in_recovery {
+                // RFC 6937 §3: prr_out counts everything sent during recovery.
+                self.prr_out += p.end - p.start;
+            }
         }
         if self.log_on() && !p.syn {
             // RFC 8985 §6.1: per-segment transmission times (and delivery-rate state).
@@ -464,9 +468,16 @@ impl<B: SegBuf> Connection<B> {
                 self.tlp_at = None;
             }
         }
+        let bulk = 2 * u64::from(self.emss());
+        let lone_before = self.snd_max - self.snd_una < bulk;
         self.snd_max = self.snd_max.max(seq_end);
         if self.rtx_at.is_none() {
-            self.rtx_at = Some(now + self.rtt.rto());
+            self.rtx_at = Some(now + self.rto());
+        } else if lone_before && self.snd_max - self.snd_una >= bulk {
+            // The timer ran with a lone segment's bound (`rto_min`); a flight has the lower
+            // `rto_min_bulk`: start it again with that (RFC 6298 §5.1 starts it on sending).
+            let at = now + self.rto();
+            self.rtx_at = self.rtx_at.map(|t| t.min(at));
         }
         self.emit(now, h, buf, p.start..p.end, src)
     }

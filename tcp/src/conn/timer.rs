@@ -33,13 +33,13 @@ impl<B: SegBuf> Connection<B> {
         }
         // RFC 6298 §5.1: the retransmission timer runs while data is outstanding.
         if self.snd_max > self.snd_una && self.rtx_at.is_none() && self.state != State::TimeWait {
-            self.rtx_at = Some(now + self.rtt.rto());
+            self.rtx_at = Some(now + self.rto());
         }
         // Persist: the peer's window is zero, data waits, nothing is in flight.
         let waiting = self.snd_nxt < self.app_end && self.snd_max == self.snd_una;
         if self.snd_wnd == 0 && waiting && self.state.is_synchronized() {
             if self.persist_at.is_none() && !self.probe_due {
-                self.persist_at = Some(now + self.rtt.rto());
+                self.persist_at = Some(now + self.rto());
             }
         } else {
             self.persist_at = None;
@@ -158,18 +158,18 @@ impl<B: SegBuf> Connection<B> {
             if !self.in_recovery && self.rack.lost_bytes() == 0 && self.snd_max > self.snd_una {
                 // RFC 8985 §7.3: send a probe, then run the RTO instead of another PTO.
                 self.tlp_due = true;
-                self.rtx_at = Some(now + self.rtt.rto());
+                self.rtx_at = Some(now + self.rto());
             }
         }
         if self.rtx_at.is_some_and(|t| t <= now) {
             self.rtx_at = None;
-            self.on_rto();
+            self.on_rto(now);
         }
         self.arm_timers(now);
     }
 
     /// RFC 6298 §5.4-§5.6 with RFC 5681 §3.1 (loss window) and RFC 6675 §5.1.
-    fn on_rto(&mut self) {
+    fn on_rto(&mut self, now: Instant) {
         if self.snd_una >= self.snd_max {
             return;
         }
@@ -188,7 +188,7 @@ impl<B: SegBuf> Connection<B> {
             remote = ?self.remote,
             una = self.snd_una,
             max = self.snd_max,
-            rto = ?self.rtt.rto(),
+            rto = ?self.rto(),
             in_recovery = self.in_recovery,
             sacked = self.sb.sacked_bytes(),
             rack_lost = self.rack.lost_bytes(),
@@ -198,6 +198,14 @@ impl<B: SegBuf> Connection<B> {
             "tcp RTO"
         );
         let flight = self.snd_max - self.snd_una;
+        // RFC 3522 §2 (Eifel detection): the first retransmission carries this TSval; an ACK
+        // that echoes an older one acknowledges the original transmission instead. (A second
+        // timeout before any ACK keeps the first: its retransmission may be what arrived.)
+        if self.rto_tsval.is_none() && self.ts_ok {
+            self.rto_tsval = Some(self.ts_offset.wrapping_add(now.as_millis() as u32));
+            // RFC 4015 §2 step 0: what to restore if the timeout proves spurious.
+            self.rto_undo = Some(self.cc.undo_point(flight));
+        }
         self.cc.on_rto(flight);
         self.rto_recover = Some(self.snd_max);
         self.rtt.back_off();
@@ -214,7 +222,8 @@ impl<B: SegBuf> Connection<B> {
             if reneged {
                 self.sb.clear();
             }
-            self.rack.on_rto(reneged);
+            self.rack
+                .on_rto(now, self.snd_una, reneged, self.rtt.srtt());
             self.in_recovery = false;
             self.newreno_rtx = false;
             self.dupacks = 0;

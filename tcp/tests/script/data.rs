@@ -703,3 +703,76 @@ fn cubic_fast_retransmit() {
 ",
     );
 }
+
+/// RFC 3522 §2 Eifel detection: after a retransmission timeout, the first ACK of new data
+/// echoes the TSval of the original transmission (sent at 10 ms), not of the retransmission
+/// (at 210 ms): the timeout was spurious, counted. A later genuine timeout, whose ACK echoes
+/// the retransmission, is not; nor is a second timeout whose ACK echoes the first
+/// retransmission (RFC 3522 §2 compares with the first).
+#[test]
+fn eifel_detects_spurious_rto() {
+    crate::script::run(
+        r"
+0   cfg ts on
+0   listen 8080
+0   < S 0:0(0) win 65535 <mss 1460,ts val 100 ecr 0>
+0   > S. 0:0(0) ack 1 win 65535 <mss 1460,ts val * ecr 100>
+0   < . 1:1(0) ack 1 win 65535 <ts val 101 ecr @0>
+0   event Connected
+10  send 1000
+10  > P. 1:1001(1000) ack 1 <ts val * ecr 101>
+210 > P. 1:1001(1000) ack 1 <ts val * ecr 101>
+211 < . 1:1(0) ack 1001 win 65535 <ts val 102 ecr @10>
+211 stat rtos 1
+211 stat spurious_rtos 1
+211 stat rto_undos 1
+300 send 1000
+300 > P. 1001:2001(1000) ack 1 <ts val * ecr 102>
+500 > P. 1001:2001(1000) ack 1 <ts val * ecr 102>
+501 < . 1:1(0) ack 2001 win 65535 <ts val 103 ecr @500>
+501 stat rtos 2
+501 stat spurious_rtos 1
+501 stat rto_undos 1
+// Two timeouts in a row (backoff), then the ACK of the first retransmission: not spurious.
+600 send 1000
+600 > P. 2001:3001(1000) ack 1 <ts val * ecr 103>
+800 > P. 2001:3001(1000) ack 1 <ts val * ecr 103>
+1200 > P. 2001:3001(1000) ack 1 <ts val * ecr 103>
+1201 < . 1:1(0) ack 3001 win 65535 <ts val 104 ecr @800>
+1201 stat rtos 4
+1201 stat spurious_rtos 1
+1201 stat rto_undos 1
+",
+    );
+}
+
+/// The RTO's lower bound by flight (RFC 6298 §2.4 as relaxed by RFC 8961): with five segments
+/// outstanding the peer would have acknowledged every second one at once (RFC 9293
+/// §3.8.6.3), so silence means loss and the timer runs from `rto_min_bulk` (here 20 ms, above
+/// the estimate from the handshake): the RTO fires at 30 ms, not 210. A lone segment keeps
+/// `rto_min` (200 ms): the peer may hold its ACK for its delayed-ACK timer.
+#[test]
+fn rto_floor_by_flight() {
+    run_est(
+        "0 cfg rto_min_bulk 20",
+        r"
+10   send 7300
+10   > . 1:1461(1460) ack 1
+10   > . 1461:2921(1460) ack 1
+10   > . 2921:4381(1460) ack 1
+10   > . 4381:5841(1460) ack 1
+10   > P. 5841:7301(1460) ack 1
+10   rto 20
+29   none
+30   > . 1:1461(1460) ack 1
+30   stat rtos 1
+31   < . 1:1(0) ack 7301
+31   none
+50   send 500
+50   > P. 7301:7801(500) ack 1
+249  none
+250  > P. 7301:7801(500) ack 1
+250  stat rtos 2
+",
+    );
+}

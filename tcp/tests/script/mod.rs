@@ -8,9 +8,10 @@
 //! ```text
 //! 0    cfg ts on            // before the connection exists: ts|ws N|sack off|delack MS|nagle on|
 //!                           //   rwnd N|mss N|cubic|iw N|timewait MS|keepalive IDLE INTVL CNT|
-//!                           //   rto_init MS|rto_min MS|retries N|isn N (peer ISN)|ooo N|
+//!                           //   rto_init MS|rto_min MS|rto_min_bulk MS|retries N|isn N (peer ISN)|ooo N|
 //!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)|
-//!                           //   finwait2 MS|bbr
+//!                           //   finwait2 MS|bbr|prr on|off (RFC 6937)|
+//!                           //   hystart on|off (RFC 9406)
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
@@ -22,6 +23,7 @@
 //! 0    close | abort | none (no output) | state Established | event Closed(Reset) |
 //!      stat retransmissions 1 | emss 1448 | send_err N | cwnd N | rto MS | bbr STATE
 //! ```
+//! Inbound `ts val V ecr @N` echoes the TSval we sent at N ms.
 //! Inbound `seq` is relative to the peer ISN, inbound `ack` to our ISS; outbound the other
 //! way round, as packetdrill does. Flags: S F R P and `.` (ACK).
 
@@ -68,6 +70,9 @@ pub fn script_cfg() -> TcpConfig {
         time_wait: netcore::Duration::from_secs(60),
         rto_initial: netcore::Duration::from_secs(1),
         rto_min: netcore::Duration::from_millis(200),
+        // The classic scenarios time every RTO from rto_min; `cfg rto_min_bulk MS` lowers the
+        // bound for flights of two segments or more.
+        rto_min_bulk: netcore::Duration::from_millis(200),
         rto_max: netcore::Duration::from_secs(60),
         max_retries: 15,
         max_ooo_bytes: 1 << 20,
@@ -77,6 +82,10 @@ pub fn script_cfg() -> TcpConfig {
         initial_cwnd_segments: 10,
         // The classic scenarios pin RFC 6675 recovery; `cfg rack on` selects RFC 8985.
         rack_tlp: false,
+        // Likewise RFC 6675's window on entering recovery; `cfg prr on` selects RFC 6937.
+        prr: false,
+        // Likewise the classic slow start; `cfg hystart on` selects RFC 9406.
+        hystart: false,
         ..TcpConfig::default()
     }
 }
@@ -368,7 +377,15 @@ fn tcp_out_header(s: &Spec, r: &Runner) -> (Hdr, Vec<u8>) {
             ["ws", v] => h.ws = v.parse().ok(),
             ["sackOK"] => h.sack_perm = true,
             ["nop"] => {}
-            ["ts", "val", v, "ecr", e] => h.ts = Some((v.parse().unwrap(), e.parse().unwrap_or(0))),
+            ["ts", "val", v, "ecr", e] => {
+                // `ecr @N`: the TSval we sent at N ms (our per-connection offset, RFC 7323
+                // §5.4, is ISS rotated left by 13 bits).
+                let ecr = match e.strip_prefix('@') {
+                    Some(ms) => r.our_iss.rotate_left(13).wrapping_add(ms.parse().unwrap()),
+                    None => e.parse().unwrap_or(0),
+                };
+                h.ts = Some((v.parse().unwrap(), ecr));
+            }
             ["sack", blocks @ ..] => {
                 for (i, b) in blocks.iter().enumerate().take(3) {
                     let (l, rr) = b.split_once(':').unwrap();
@@ -586,12 +603,22 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["iw", n] => r.cfg.initial_cwnd_segments = num(r, Some(n)),
             ["rack", "on"] => r.cfg.rack_tlp = true,
             ["rack", "off"] => r.cfg.rack_tlp = false,
+            ["prr", "on"] => r.cfg.prr = true,
+            ["hystart", "on"] => r.cfg.hystart = true,
+            ["hystart", "off"] => r.cfg.hystart = false,
+            ["prr", "off"] => r.cfg.prr = false,
             ["finwait2", n] => {
                 r.cfg.fin_wait2_timeout = Some(netcore::Duration::from_millis(num(r, Some(n))))
             }
             ["timewait", n] => r.cfg.time_wait = netcore::Duration::from_millis(num(r, Some(n))),
             ["rto_init", n] => r.cfg.rto_initial = netcore::Duration::from_millis(num(r, Some(n))),
-            ["rto_min", n] => r.cfg.rto_min = netcore::Duration::from_millis(num(r, Some(n))),
+            ["rto_min", n] => {
+                r.cfg.rto_min = netcore::Duration::from_millis(num(r, Some(n)));
+                r.cfg.rto_min_bulk = r.cfg.rto_min_bulk.min(r.cfg.rto_min);
+            }
+            ["rto_min_bulk", n] => {
+                r.cfg.rto_min_bulk = netcore::Duration::from_millis(num(r, Some(n)));
+            }
             ["retries", n] => r.cfg.max_retries = num(r, Some(n)),
             ["ooo", n] => r.cfg.max_ooo_bytes = num(r, Some(n)),
             ["challenge", n] => r.cfg.challenge_ack_limit = num(r, Some(n)),
@@ -728,6 +755,8 @@ fn step(r: &mut Runner, t: &[&str]) {
                 "retransmissions" => s.retransmissions,
                 "fast_retransmits" => s.fast_retransmits,
                 "rtos" => s.rtos,
+                "spurious_rtos" => s.spurious_rtos,
+                "rto_undos" => s.rto_undos,
                 "ooo_held" => s.ooo_held,
                 "ooo_dropped" => s.ooo_dropped,
                 "bad_checksum" => s.bad_checksum,

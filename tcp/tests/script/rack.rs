@@ -265,3 +265,53 @@ fn tlp_repaired_loss_reduces_cwnd() {
 ",
     );
 }
+
+/// RFC 3522 §2 detection with the RFC 4015 §2 response, under RACK: ten segments go out, no
+/// ACK comes back (the peer's ACKs were only late: a descheduled receiver), and the RTO
+/// resends the head. The ACK that finally arrives covers four segments and echoes the TSval
+/// of their original transmission (10 ms), not the retransmission's (210 ms): the timeout
+/// was spurious. The window comes back (cwnd = FlightSize + min(bytes_acked, IW), ssthresh
+/// as before), the loss marks RFC 8985 §6.3 put on the seven segments still outstanding go,
+/// and new data follows instead of a go-back-N resend of what is still in flight. RACK does
+/// not take the head's ACK for its retransmission (RFC 8985 §6.2 step 2: the echo is older
+/// than the retransmission). Everything then arrives: nothing was resent but the head.
+#[test]
+fn spurious_rto_undone_no_go_back_n() {
+    run(r"
+0   cfg ts on
+0   cfg rack on
+0   listen 8080
+0   < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0>
+0   > S. 0:0(0) ack 1 <mss 1460,sackOK,ts val * ecr 100>
+0   < . 1:1(0) ack 1 win 65535 <ts val 101 ecr @0>
+0   event Connected
+10  send 21720
+10  > . 1:1449(1448) ack 1
+10  > . 1449:2897(1448) ack 1
+10  > . 2897:4345(1448) ack 1
+10  > . 4345:5793(1448) ack 1
+10  > . 5793:7241(1448) ack 1
+10  > . 7241:8689(1448) ack 1
+10  > . 8689:10137(1448) ack 1
+10  > . 10137:11585(1448) ack 1
+10  > . 11585:13033(1448) ack 1
+10  > . 13033:14481(1448) ack 1
+// The probe timeout (RFC 8985 §7.2, 2 SRTT + 2 ms) sends new data; the RTO is rearmed.
+12  > . 14481:15929(1448) ack 1
+212 > . 1:1449(1448) ack 1
+212 stat rtos 1
+213 < . 1:1(0) ack 5793 win 65535 <ts val 102 ecr @10>
+213 stat spurious_rtos 1
+213 stat rto_undos 1
+213 > . 15929:17377(1448) ack 1
+213 > . 17377:18825(1448) ack 1
+213 > . 18825:20273(1448) ack 1
+213 > P. 20273:21721(1448) ack 1
+// RFC 4015 §2 step 6: 7 segments in flight + min(4 acknowledged, IW) = 11, then slow start
+// (RFC 5681 §3.1, L = 2) adds two for this ACK: 13 segments.
+213 cwnd 18824
+214 < . 1:1(0) ack 21721 win 65535 <ts val 103 ecr @213>
+214 stat retransmissions 1
+214 stat rack_lost 0
+");
+}

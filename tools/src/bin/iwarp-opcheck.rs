@@ -3,24 +3,13 @@
 //!
 //! Exit status: 0 every check passed; 1 a check or a connection failed; 2 bad command line.
 
-use clap::{ArgGroup, Parser, ValueEnum};
+use clap::{ArgGroup, Parser};
+use iwarp_tools::crc_arg::Crc;
 use iwarp_tools::opcheck::{Op, client, server};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 use std::time::Duration;
 use verbs::{ConnParam, CrcMode, Device};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Crc {
-    /// The daemon's `[mpa] crc`.
-    Default,
-    /// Ask for CRC32c.
-    On,
-    /// Do not ask.
-    Off,
-    /// Refuse a peer without CRC.
-    Require,
-}
 
 /// Every RDMA operation over iwarpd, with SHA-256 checks on both sides.
 #[derive(Debug, Parser)]
@@ -111,12 +100,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let crc = match cli.crc {
-        Crc::Default => CrcMode::Default,
-        Crc::On => CrcMode::On,
-        Crc::Off => CrcMode::Off,
-        Crc::Require => CrcMode::Require,
-    };
+    let crc = CrcMode::from(cli.crc);
     let mut param = ConnParam::new().crc(crc);
     if cli.markers {
         param = param.markers(true);

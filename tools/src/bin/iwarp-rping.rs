@@ -4,26 +4,30 @@
 //! 2 bad command line.
 
 use clap::{ArgAction, ArgGroup, Parser, ValueEnum};
+use iwarp_tools::crc_arg::Crc;
 use iwarp_tools::rping::{self, BUFSIZE, DEFAULT_PORT, DEFAULT_SIZE, MIN_SIZE, Options};
 use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
-use verbs::{ConnParam, CrcMode};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Crc {
-    /// The daemon's `[mpa] crc`.
-    Default,
-    /// Ask for CRC32c.
-    On,
-    /// Do not ask.
-    Off,
-    /// Refuse a peer without CRC.
-    Require,
-}
+use verbs::{ConnParam, CrcMode, Rtr, tx_fault};
 
 /// rping over iwarpd: an RDMA ping-pong test (RDMA Read, RDMA Write and Sends), compatible
 /// with rdma-core's rping on the wire and in its output.
+/// Peer-to-peer ready-to-receive message (RFC 6581 §8), client side.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RtrArg {
+    /// The daemon's `[mpa] rtr`.
+    Default,
+    /// No peer-to-peer mode.
+    None,
+    /// Zero-length RDMA Write.
+    Write,
+    /// Zero-length RDMA Read.
+    Read,
+    /// Zero-length Send.
+    Send,
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "iwarp-rping",
@@ -81,9 +85,21 @@ struct Cli {
     /// Ask for MPA markers.
     #[arg(long)]
     markers: bool,
+    /// Peer-to-peer mode (RFC 6581) with this RTR message (client; a server honours what
+    /// the client offers).
+    #[arg(long, value_enum, default_value_t = RtrArg::Default)]
+    rtr: RtrArg,
     /// Print the version (long form only: -V is rping's validate).
     #[arg(long, action = ArgAction::Version)]
     version: Option<bool>,
+    /// Test only: the server's RDMA Write crosses the end of the client's buffer by 8
+    /// bytes (the peer must answer with a TERMINATE; used by `make interop`).
+    #[arg(long, hide_short_help = true)]
+    fault_write_past_end: bool,
+    /// Test only: break the client's first Send on the wire (badcrc, truncate, fin, rst);
+    /// the daemon needs `[control] allow_faults = true`.
+    #[arg(long, value_name = "FAULT", hide_short_help = true, value_parser = ["badcrc", "truncate", "fin", "rst"])]
+    fault: Option<String>,
     /// Give up when the peer does not answer within this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     timeout: u64,
@@ -112,17 +128,19 @@ fn options(cli: &Cli) -> Result<Options, String> {
         (None, false) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, cli.port),
         (None, true) => return Err("the client needs the server's address: -a ADDR".into()),
     };
-    let crc = match cli.crc {
-        Crc::Default => CrcMode::Default,
-        Crc::On => CrcMode::On,
-        Crc::Off => CrcMode::Off,
-        Crc::Require => CrcMode::Require,
-    };
+    let crc = CrcMode::from(cli.crc);
     // rping_init_conn_param: responder_resources = initiator_depth = 1.
     let mut conn = ConnParam::new().ird(1).ord(1).crc(crc);
     if cli.markers {
         conn = conn.markers(true);
     }
+    conn = conn.rtr(match cli.rtr {
+        RtrArg::Default => Rtr::Default,
+        RtrArg::None => Rtr::None,
+        RtrArg::Write => Rtr::Write,
+        RtrArg::Read => Rtr::Read,
+        RtrArg::Send => Rtr::Send,
+    });
     Ok(Options {
         device: cli.device.clone(),
         addr,
@@ -135,6 +153,13 @@ fn options(cli: &Cli) -> Result<Options, String> {
         persistent: cli.persistent,
         timeout: Duration::from_secs(cli.timeout.max(1)),
         source: cli.source,
+        write_past_end: cli.fault_write_past_end,
+        fault: cli.fault.as_deref().map(|f| match f {
+            "badcrc" => tx_fault::BAD_CRC,
+            "truncate" => tx_fault::TRUNCATE,
+            "fin" => tx_fault::FIN,
+            _ => tx_fault::RST,
+        }),
     })
 }
 

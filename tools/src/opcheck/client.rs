@@ -289,8 +289,9 @@ impl Conn {
         self.data
             .write(0, &vec![0xee; size])
             .map_err(|e| e.to_string())?;
-        let sges = self.sges(size)?;
-        let wc = self.op(SendWr::read(WR_OP, &sges, self.peer.addr, self.peer.rkey))?;
+        // A Read takes exactly one sink SGE, of length 0 for a zero-byte Read.
+        let sge = self.data.sge(0, size).map_err(|e| e.to_string())?;
+        let wc = self.op(SendWr::read(WR_OP, &[sge], self.peer.addr, self.peer.rkey))?;
         let sha = sha_of(&self.data, size)?;
         if sha != r.sha {
             return Err(format!(

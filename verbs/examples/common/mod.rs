@@ -28,6 +28,21 @@ pub struct Net {
     /// Give up waiting for the peer after this many seconds.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// Between empty polls: spin, or yield the CPU (`sched_yield`). Default: yield below 4
+    /// CPUs, where the engine's threads cannot each have a core of their own.
+    #[arg(long, value_parser = ["spin", "yield"])]
+    pub idle: Option<String>,
+}
+
+static YIELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One turn of a polling loop that found nothing: spin or yield (`--idle`).
+pub fn idle() {
+    if YIELD.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
 }
 
 fn parse_crc(s: &str) -> Result<CrcMode, String> {
@@ -42,6 +57,9 @@ fn parse_crc(s: &str) -> Result<CrcMode, String> {
 
 impl Net {
     pub fn open(&self) -> verbs::Result<Device> {
+        let few_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) < 4;
+        let y = self.idle.as_deref().map_or(few_cpus, |v| v == "yield");
+        YIELD.store(y, std::sync::atomic::Ordering::Relaxed);
         Device::open_or_default(self.device.as_deref())
     }
 

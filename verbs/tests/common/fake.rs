@@ -512,6 +512,7 @@ fn handle(st: &mut State, c: u32, req: Request, mut fds: Vec<std::os::fd::OwnedF
             private_data,
             ird,
             ord,
+            ..
         } => {
             let Some(peer) = st.cms.get(&id).and_then(|m| m.peer) else {
                 return err(E::InvalidState, "not a request");
