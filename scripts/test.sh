@@ -58,5 +58,11 @@ fi
 passed=$(grep -Eo '\b[0-9]+ passed[;,]' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '\b[0-9]+ failed[;,]' /tmp/iwarp-test.log | awk '{s+=$1} END {print s+0}')
 echo "tests: $passed passed, $failed failed"
+# CI shows only the tail of this output: name what failed here, last.
+if [[ $status -ne 0 ]]; then
+    echo "failed (from /tmp/iwarp-test.log):"
+    grep -E '^test .+ \.\.\. FAILED$|^error: test failed|^error: [0-9]+ targets? failed|docker-test.*FAIL|FAILED:|^\[interop.*FAIL' \
+        /tmp/iwarp-test.log | sed 's/^/  /' | head -40 || true
+fi
 stage "done"
 exit "$status"
