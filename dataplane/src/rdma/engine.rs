@@ -215,9 +215,20 @@ impl Engine {
         if !reaped && !rc.finished() {
             return;
         }
-        if let Some((qp, f)) = rc.take_queues(now, self.thread, &mut self.cqs)
-            && let Some(old) = self.flushed.insert(qp, f)
-        {
+        let owner = rc.owner;
+        let Some((qp, mut f)) = rc.take_queues(now, self.thread, &mut self.cqs) else {
+            return;
+        };
+        if owner == Owner::Diag {
+            // The diagnostic service never posts to a dead QP (nor destroys QPs): hand it
+            // what is left and let the queues go.
+            if let Err(e) = f.step(qp, &mut self.cqs) {
+                tracing::debug!(%qp, "diagnostic QP's last completions: {e}");
+            }
+            f.unbind(&mut self.cqs);
+            return;
+        }
+        if let Some(old) = self.flushed.insert(qp, f) {
             old.unbind(&mut self.cqs);
         }
     }
