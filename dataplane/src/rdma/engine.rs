@@ -206,6 +206,19 @@ impl Engine {
         }
     }
 
+    /// Flush the queues of a QP no connection runs from now on, until `DestroyQp`.
+    fn flush_binding(&mut self, b: &QpBinding) {
+        match QueueIo::bind(&b.queues, self.thread, &mut self.cqs) {
+            Ok(io) => {
+                let f = FlushedQp::new(io, Default::default());
+                if let Some(old) = self.flushed.insert(b.qp, f) {
+                    old.unbind(&mut self.cqs);
+                }
+            }
+            Err(e) => tracing::warn!(qp = %b.qp, "cannot bind the QP's queues to flush them: {e}"),
+        }
+    }
+
     /// Keep flushing the queues of `h`'s QP once its connection has ended (its terminal event
     /// is out) or is gone (`reaped`).
     fn retire_queues(&mut self, now: Instant, h: ConnHandle, reaped: bool) {
@@ -371,6 +384,7 @@ impl Engine {
                 self.out.push((owner, EngineEvent::QpReleased { qp }));
             }
             EngineCmd::FlushQp { qp } => self.flush_qp(now, qp, net, dirty),
+            EngineCmd::FlushUnbound { qp } => self.flush_binding(&qp),
             EngineCmd::InjectFault { qp, fault } => {
                 match self.by_qp.get(&qp).and_then(|h| self.conns.get_mut(h)) {
                     Some(rc) => {
@@ -393,15 +407,7 @@ impl Engine {
         if let Some(p) = self.connecting.iter().position(|p| p.qp.qp == qp) {
             // Not even connecting yet: its queues are flushed from now on.
             let p = self.connecting.remove(p);
-            match QueueIo::bind(&p.qp.queues, self.thread, &mut self.cqs) {
-                Ok(io) => {
-                    let f = FlushedQp::new(io, Default::default());
-                    if let Some(old) = self.flushed.insert(qp, f) {
-                        old.unbind(&mut self.cqs);
-                    }
-                }
-                Err(e) => tracing::warn!(%qp, "cannot bind the QP's queues to flush them: {e}"),
-            }
+            self.flush_binding(&p.qp);
             self.out.push((
                 p.owner,
                 EngineEvent::ConnectFailed {

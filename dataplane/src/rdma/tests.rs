@@ -759,3 +759,50 @@ fn flush_before_the_active_open_flushes_the_queues() {
     assert_eq!(drained(&queues), vec![(77, WcStatus::Flushed)]);
     assert_eq!(s.a.engine.connections(), 0);
 }
+
+/// ModifyQp to ERROR of a QP that was never connected (`FlushUnbound`): what was posted and
+/// what is posted later completes flushed, until `DestroyQp`.
+#[test]
+fn an_unconnected_qp_moved_to_error_flushes_its_queues() {
+    let a = Host::new(1, EngineConfig::default(), None);
+    let b = Host::new(2, EngineConfig::default(), None);
+    let mut s = Sim::new(a, b, 15);
+    let queues = LocalQueues::default();
+    queues.post_recv(RecvRequest {
+        wr_id: 77,
+        sges: vec![],
+    });
+    let qp = QpNum(45);
+    let binding = QpBinding {
+        qp,
+        owner: ClientId(5),
+        pd: PdId(1),
+        sq_depth: 16,
+        rq_depth: 16,
+        queues: QpQueues::Local(queues.clone()),
+    };
+    s.a.handle
+        .send(0, EngineCmd::FlushUnbound { qp: binding })
+        .unwrap();
+    s.run_until(Duration::from_millis(5), |_| false);
+    assert_eq!(drained(&queues), vec![(77, WcStatus::Flushed)]);
+    queues.post_recv(RecvRequest {
+        wr_id: 78,
+        sges: vec![],
+    });
+    s.run_until(Duration::from_millis(5), |_| false);
+    assert_eq!(drained(&queues), vec![(78, WcStatus::Flushed)]);
+    s.a.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    s.run_until(Duration::from_millis(5), |_| false);
+    let ev = s.a.handle.try_recv().expect("QpReleased");
+    assert!(
+        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        "{ev:?}"
+    );
+    queues.post_recv(RecvRequest {
+        wr_id: 79,
+        sges: vec![],
+    });
+    s.run_until(Duration::from_millis(5), |_| false);
+    assert!(drained(&queues).is_empty());
+}
