@@ -415,12 +415,26 @@ impl Service {
         })
     }
 
-    /// Move a QP to ERROR. A QP no dataplane thread has processes nothing, so ERROR is only
-    /// its state; a connected one would need the thread to flush it, for which the engine has
-    /// no command yet: refused with a clear error (DestroyQp or Disconnect end it instead).
+    /// Move a QP to ERROR: from then on every work request posted to it completes flushed
+    /// (verbs' `IBV_WC_WR_FLUSH_ERR`). A QP a dataplane thread has is flushed there
+    /// (`FlushQp`); one no thread has (never connected) is handed to a thread that only
+    /// flushes it (`FlushUnbound`), and can no longer be connected.
     pub(crate) fn modify_qp_error(&mut self, client: ClientId, qp: QpId) -> Result<Response, Fail> {
         let c = self.client(client)?;
-        c.qp(qp)?;
+        let q = c.qp(qp)?;
+        if q.state != qp_state::ERROR && q.thread.is_none() {
+            let binding = self.binding(client, qp)?;
+            let thread = self.thread_for_connect();
+            self.engine
+                .send(thread, EngineCmd::FlushUnbound { qp: binding })
+                .or_else(|e| fail(ErrorCode::NoResources, format!("ModifyQpError: {e}")))?;
+            if let Some(q) = self.client(client)?.qps.get_mut(&qp) {
+                q.thread = Some(thread);
+                q.state = qp_state::ERROR;
+            }
+            return Ok(Response::Done {});
+        }
+        let c = self.client(client)?;
         let Some(q) = c.qps.get_mut(&qp) else {
             return fail(
                 ErrorCode::UnknownHandle,

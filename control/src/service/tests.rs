@@ -916,3 +916,58 @@ fn completions_are_counted_from_the_cq_sub_rings() {
     h.svc.disconnect_client(c);
     assert_eq!(h.svc.totals().clients_freed, 1);
 }
+
+#[test]
+fn modify_to_error_of_an_unconnected_qp_hands_it_to_a_thread_that_flushes_it() {
+    let mut h = H::new();
+    let (c, _sink) = h.client();
+    let s = setup(&mut h, c);
+    // A QP never connected: a thread gets its queues, only to flush what is posted to it.
+    assert_eq!(
+        h.req(c, Request::ModifyQpError { qp: s.qp }),
+        Response::Done {}
+    );
+    let mut found = None;
+    for t in 0..THREADS {
+        for cmd in h.cmds(t) {
+            match cmd {
+                EngineCmd::FlushUnbound { qp } => found = Some((t, qp)),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    let (thread, b) = found.expect("a FlushUnbound command");
+    let QpQueues::Rings(rb) = &b.queues else {
+        panic!()
+    };
+    assert_eq!((rb.sq.offset, rb.rq.offset), (SQ_OFF, RQ_OFF));
+    let Response::QpAttrs { attrs } = h.req(c, Request::QueryQp { qp: s.qp }) else {
+        panic!()
+    };
+    assert_eq!(attrs.state, qp_state::ERROR);
+    // Once in ERROR it cannot be connected, and a second ModifyQpError asks nothing more.
+    let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
+        panic!()
+    };
+    let connect = Request::Connect {
+        id,
+        qp: s.qp,
+        remote: SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174),
+        private_data: vec![],
+        ird: 1,
+        ord: 1,
+        mpa: Default::default(),
+    };
+    assert_eq!(code(&h.req(c, connect)), Some(ErrorCode::InvalidState));
+    assert_eq!(
+        h.req(c, Request::ModifyQpError { qp: s.qp }),
+        Response::Done {}
+    );
+    assert!((0..THREADS).all(|t| h.cmds(t).is_empty()));
+    // DestroyQp goes to the flushing thread, which answers QpReleased.
+    assert_eq!(h.req(c, Request::DestroyQp { qp: s.qp }), Response::Done {});
+    assert!(
+        matches!(&h.cmds(thread)[..], [EngineCmd::DestroyQp { qp }] if *qp == b.qp),
+        "no DestroyQp to thread {thread}"
+    );
+}

@@ -357,6 +357,13 @@ pub enum EngineCmd {
         /// The QP.
         qp: QpNum,
     },
+    /// A QP no connection has (never connected) goes to ERROR: this thread completes every
+    /// work request posted to it flushed until `DestroyQp`, as for a QP whose connection
+    /// ended.
+    FlushUnbound {
+        /// The QP and its queues.
+        qp: QpBinding,
+    },
     /// Test-only fault switch: the QP's next outgoing FPDU (not a TERMINATE) is sent broken
     /// as `fault` says (docs/rdma-seams.md "Fault switches"). A QP that is not (yet) on this
     /// thread ignores it with a log line.

@@ -39,7 +39,7 @@ use super::api::{
 };
 use super::ids::{ConnId, ListenerId, QpNum};
 use super::memory::{MemTable, QpMemory};
-use super::queues::{CqMap, QueueError, QueueIo};
+use super::queues::{CqMap, FlushedQp, QueueError, QueueIo};
 use super::stats::QpCounters;
 use super::txlog::TxLog;
 use std::sync::Arc;
@@ -837,13 +837,36 @@ impl RdmaConn {
         }
     }
 
-    /// Release the QP's queues (the connection is gone); returns the QP number.
-    pub(crate) fn release(&mut self, cqs: &mut CqMap) -> Option<QpNum> {
-        let r = self.run.as_mut()?;
-        if let Some(io) = r.io.take() {
-            io.unbind(cqs);
+    /// The QP's queues once no connection will run it (the connection ended or is gone, or the
+    /// QP was flushed before it was established): the QP is in ERROR from now on and the engine keeps
+    /// completing whatever is posted to it flushed ([`FlushedQp`]) until `DestroyQp`. Moves the
+    /// completions not delivered yet along. `None` when the QP is destroyed (or was never
+    /// bound), or its queues cannot be bound (logged).
+    pub(crate) fn take_queues(
+        &mut self,
+        now: Instant,
+        thread: usize,
+        cqs: &mut CqMap,
+    ) -> Option<(QpNum, FlushedQp)> {
+        if let Some(r) = &mut self.run {
+            let io = r.io.take()?;
+            if !matches!(r.qp.state(), QpState::Error) {
+                // Closed gracefully (IDLE) or gone without the QP seeing it: ERROR now, so
+                // what it still holds completes flushed (RFC 5040 §5.1).
+                r.qp.handle_stream_lost(now);
+            }
+            let mut pending = std::mem::take(&mut r.pending);
+            pending.extend(std::iter::from_fn(|| r.qp.poll_completion()));
+            return Some((r.num, FlushedQp::new(io, pending)));
         }
-        Some(r.num)
+        let b = self.binding.take()?;
+        match QueueIo::bind(&b.queues, thread, cqs) {
+            Ok(io) => Some((b.qp, FlushedQp::new(io, VecDeque::new()))),
+            Err(e) => {
+                tracing::warn!(conn = %self.id, qp = %b.qp, "cannot bind the QP's queues to flush them: {e}");
+                None
+            }
+        }
     }
 }
 

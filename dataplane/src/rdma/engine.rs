@@ -32,7 +32,7 @@ use super::conn::{Ctx, Owner, RdmaConn};
 use super::diag::DiagRdma;
 use super::ids::{ConnId, IdGen, ListenerId, QpNum};
 use super::memory::MemTable;
-use super::queues::CqMap;
+use super::queues::{CqMap, FlushedQp, QueueIo};
 use super::stats::SharedRdmaStats;
 use super::txlog::TxLog;
 
@@ -86,6 +86,9 @@ pub struct Engine {
     listeners: HashMap<u16, Listener>,
     connecting: Vec<PendingConnect>,
     cqs: CqMap,
+    /// QPs in ERROR whose connection ended (or never came up): what is posted to them
+    /// completes flushed until `DestroyQp`.
+    flushed: HashMap<QpNum, FlushedQp>,
     out: Vec<(Owner, EngineEvent)>,
     cmd_buf: Vec<EngineCmd>,
     /// The diagnostic RDMA service, when configured.
@@ -113,6 +116,7 @@ impl Engine {
             listeners: HashMap::new(),
             connecting: Vec::new(),
             cqs: CqMap::new(),
+            flushed: HashMap::new(),
             out: Vec::new(),
             cmd_buf: Vec::new(),
             diag,
@@ -177,10 +181,68 @@ impl Engine {
                 dirty.push(*h);
             }
         }
+        self.flush_dead();
         self.route(now);
         if now >= self.next_publish {
             self.next_publish = now + PUBLISH_EVERY;
             self.publish();
+        }
+    }
+
+    /// Complete what was posted to QPs without a connection, flushed.
+    fn flush_dead(&mut self) {
+        let cqs = &mut self.cqs;
+        let mut corrupt = Vec::new();
+        for (qp, f) in &mut self.flushed {
+            if let Err(e) = f.step(*qp, cqs) {
+                tracing::warn!(%qp, "work queue of a QP in ERROR corrupt: {e}; no more flushes");
+                corrupt.push(*qp);
+            }
+        }
+        for qp in corrupt {
+            if let Some(f) = self.flushed.remove(&qp) {
+                f.unbind(cqs);
+            }
+        }
+    }
+
+    /// Flush the queues of a QP no connection runs from now on, until `DestroyQp`.
+    fn flush_binding(&mut self, b: &QpBinding) {
+        match QueueIo::bind(&b.queues, self.thread, &mut self.cqs) {
+            Ok(io) => {
+                let f = FlushedQp::new(io, Default::default());
+                if let Some(old) = self.flushed.insert(b.qp, f) {
+                    old.unbind(&mut self.cqs);
+                }
+            }
+            Err(e) => tracing::warn!(qp = %b.qp, "cannot bind the QP's queues to flush them: {e}"),
+        }
+    }
+
+    /// Keep flushing the queues of `h`'s QP once its connection has ended (its terminal event
+    /// is out) or is gone (`reaped`).
+    fn retire_queues(&mut self, now: Instant, h: ConnHandle, reaped: bool) {
+        let Some(rc) = self.conns.get_mut(&h) else {
+            return;
+        };
+        if !reaped && !rc.finished() {
+            return;
+        }
+        let owner = rc.owner;
+        let Some((qp, mut f)) = rc.take_queues(now, self.thread, &mut self.cqs) else {
+            return;
+        };
+        if owner == Owner::Diag {
+            // The diagnostic service never posts to a dead QP (nor destroys QPs): hand it
+            // what is left and let the queues go.
+            if let Err(e) = f.step(qp, &mut self.cqs) {
+                tracing::debug!(%qp, "diagnostic QP's last completions: {e}");
+            }
+            f.unbind(&mut self.cqs);
+            return;
+        }
+        if let Some(old) = self.flushed.insert(qp, f) {
+            old.unbind(&mut self.cqs);
         }
     }
 
@@ -315,10 +377,14 @@ impl Engine {
                     }
                     dirty.push(h);
                 }
+                if let Some(f) = self.flushed.remove(&qp) {
+                    f.unbind(&mut self.cqs);
+                }
                 self.stats.forget(qp);
                 self.out.push((owner, EngineEvent::QpReleased { qp }));
             }
             EngineCmd::FlushQp { qp } => self.flush_qp(now, qp, net, dirty),
+            EngineCmd::FlushUnbound { qp } => self.flush_binding(&qp),
             EngineCmd::InjectFault { qp, fault } => {
                 match self.by_qp.get(&qp).and_then(|h| self.conns.get_mut(h)) {
                     Some(rc) => {
@@ -339,7 +405,9 @@ impl Engine {
         dirty: &mut Vec<ConnHandle>,
     ) {
         if let Some(p) = self.connecting.iter().position(|p| p.qp.qp == qp) {
+            // Not even connecting yet: its queues are flushed from now on.
             let p = self.connecting.remove(p);
+            self.flush_binding(&p.qp);
             self.out.push((
                 p.owner,
                 EngineEvent::ConnectFailed {
@@ -358,6 +426,8 @@ impl Engine {
             if let Some(rc) = conns.get_mut(&h) {
                 rc.flush_qp(now, c, &mut ctx);
             }
+            // A QP still in MPA startup is abandoned at once: its queues flush from now on.
+            self.retire_queues(now, h, false);
             dirty.push(h);
         }
     }
@@ -527,20 +597,21 @@ impl Engine {
                 self.by_qp.entry(qp).or_insert(h);
             }
         }
+        self.retire_queues(now, h, false);
         self.route(now);
     }
 
     /// TCP dropped connection `h`: forget it (its QP's queues are released).
     pub fn on_reaped(&mut self, now: Instant, h: ConnHandle) {
-        let Some(mut rc) = self.conns.remove(&h) else {
+        // The handle may be reused by a later connection: no QP may point at it any more.
+        self.by_qp.retain(|_, c| *c != h);
+        self.retire_queues(now, h, true);
+        let Some(rc) = self.conns.remove(&h) else {
             return;
         };
         self.by_id.remove(&rc.id);
         if let Some(r) = &rc.run {
             self.stats.publish(r.num, &r.stats);
-        }
-        if let Some(qp) = rc.release(&mut self.cqs) {
-            self.by_qp.remove(&qp);
         }
         if !rc.finished() {
             // Ended without the QP seeing it (e.g. reaped while negotiating as responder).

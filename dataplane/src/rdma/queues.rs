@@ -10,14 +10,16 @@
 //! QPs of this thread that share a CQ share its producer ([`CqMap`], keyed by CQ number), as
 //! two producers on one sub-ring would overwrite each other's entries.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use abi::ring::{Consumer, CqProducer, PushError, RingError};
 use abi::wqe::WqeError;
 use abi::{Cqe, CqeOpcode, CqeStatus, RecvWqe, Wqe, WqeOpcode};
 use iwarp::rdmap::WrOpcode;
-use iwarp::rdmap::{Completion, CqOpcode, RecvRequest, Sge, WcStatus, WorkRequest, WrFlags};
+use iwarp::rdmap::{
+    Completion, CqOpcode, RecvRequest, Sge, WcStatus, WorkRequest, WrFlags, recv_flush, sq_flush,
+};
 use iwarp::stag::{MrHandle, Stag};
 
 use super::api::{CqBinding, LocalQueues, QpQueues};
@@ -204,6 +206,55 @@ impl QueueIo {
             Err(PushError::Full) => Ok(false),
             Err(PushError::Ring(e)) => Err(QueueError::Ring(e)),
         }
+    }
+}
+
+/// Work requests one [`FlushedQp::step`] takes at most (the rest wait for the next poll).
+const FLUSH_BATCH: usize = 256;
+
+/// The queues of a QP in ERROR that no connection runs any more (its connection ended, or a
+/// flush came before it was established): every work request posted to it completes
+/// flushed, as verbs has it for a QP in the ERROR state (`IBV_WC_WR_FLUSH_ERR`; siw and
+/// rdma-core flush the same way, RFC 5040 §5.1), until the control thread destroys the QP.
+#[derive(Debug)]
+pub(crate) struct FlushedQp {
+    io: QueueIo,
+    /// Completions not delivered yet (the CQ was full), oldest first.
+    pending: VecDeque<Completion>,
+}
+
+impl FlushedQp {
+    /// Keep flushing `io`; `pending` are the completions its connection left undelivered.
+    pub(crate) fn new(io: QueueIo, pending: VecDeque<Completion>) -> Self {
+        FlushedQp { io, pending }
+    }
+
+    /// Deliver what is pending, then complete what was posted since, flushed, while the CQs
+    /// have room. An error means the queues are corrupt: stop using them
+    /// ([`FlushedQp::unbind`]).
+    pub(crate) fn step(&mut self, qp: QpNum, cqs: &mut CqMap) -> Result<(), QueueError> {
+        for _ in 0..FLUSH_BATCH {
+            while let Some(c) = self.pending.front() {
+                if !self.io.deliver(qp, c, cqs)? {
+                    return Ok(());
+                }
+                self.pending.pop_front();
+            }
+            if let Some(wr) = self.io.next_send()? {
+                self.pending
+                    .push_back(sq_flush(wr.wr_id, wr.opcode, WcStatus::Flushed));
+            } else if let Some(rr) = self.io.next_recv()? {
+                self.pending.push_back(recv_flush(rr.wr_id));
+            } else {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop using the queues (`DestroyQp`, or corrupt queues).
+    pub(crate) fn unbind(self, cqs: &mut CqMap) {
+        self.io.unbind(cqs);
     }
 }
 

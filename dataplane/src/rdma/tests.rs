@@ -533,6 +533,280 @@ fn lone_small_writes_complete_at_transmission_not_at_the_delayed_ack() {
     );
 }
 
+/// Everything completed so far on `q`, as (wr_id, status).
+fn drained(q: &LocalQueues) -> Vec<(u64, WcStatus)> {
+    let mut v: Vec<(u64, WcStatus)> = std::iter::from_fn(|| q.poll_cq())
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    v.sort_by_key(|d| d.0);
+    v
+}
+
+/// A Read (never answered by a raw peer) and a receive, posted to `q`.
+fn post_read_and_recv(q: &LocalQueues, lkey: iwarp::stag::MrHandle, read_id: u64, recv_id: u64) {
+    use iwarp::rdmap::{WorkRequest, WrOpcode};
+    let mut rd = WorkRequest::new(
+        read_id,
+        WrOpcode::Read,
+        vec![Sge {
+            mr: lkey,
+            offset: 0,
+            len: 100,
+        }],
+    );
+    rd.remote_stag = iwarp::stag::Stag(0x1234_5600);
+    q.post_send(rd);
+    q.post_recv(RecvRequest {
+        wr_id: recv_id,
+        sges: vec![],
+    });
+}
+
+/// Issue #7 follow-up: a QP whose connection ended is in ERROR; work posted to it afterwards
+/// completes flushed (`IBV_WC_WR_FLUSH_ERR`), before TCP let go of the connection and after
+/// it was reaped, until `DestroyQp` releases the queues.
+#[test]
+fn work_posted_after_the_connection_is_gone_completes_flushed() {
+    let mut p = raw_peer(Duration::from_secs(60));
+    let qp = p.establish();
+    // The peer resets the connection: QpError, the posted receive flushed.
+    p.s.a.tcp.conn_mut(p.h).unwrap().abort();
+    p.s.a.touch(p.h);
+    p.flush();
+    let ev = p.s.b.handle.try_recv().expect("QpError");
+    assert!(
+        matches!(ev, EngineEvent::QpError { qp: q, .. } if q == qp),
+        "{ev:?}"
+    );
+    assert_eq!(drained(&p.queues), vec![(77, WcStatus::Flushed)]);
+    // Posted after the end: flushed, although no connection runs the QP.
+    post_read_and_recv(&p.queues, p.lkey, 5, 78);
+    p.flush();
+    assert_eq!(
+        drained(&p.queues),
+        vec![(5, WcStatus::Flushed), (78, WcStatus::Flushed)]
+    );
+    assert_eq!(p.s.b.engine.connections(), 0, "the connection was reaped");
+    // Still flushed later, in posting order per queue.
+    post_read_and_recv(&p.queues, p.lkey, 6, 79);
+    post_read_and_recv(&p.queues, p.lkey, 7, 80);
+    p.flush();
+    assert_eq!(
+        drained(&p.queues),
+        vec![
+            (6, WcStatus::Flushed),
+            (7, WcStatus::Flushed),
+            (79, WcStatus::Flushed),
+            (80, WcStatus::Flushed)
+        ]
+    );
+    // DestroyQp: released, and nothing touches the queues any more.
+    p.s.b.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    p.flush();
+    let ev = p.s.b.handle.try_recv().expect("QpReleased");
+    assert!(
+        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        "{ev:?}"
+    );
+    post_read_and_recv(&p.queues, p.lkey, 8, 81);
+    p.flush();
+    assert!(drained(&p.queues).is_empty());
+    assert!(p.queues.has_work(), "the released queues were read");
+}
+
+/// After a graceful close the QP is in ERROR too (verbs: `rdma_disconnect` moves it there):
+/// a receive posted during TCP's TIME-WAIT completes flushed at once.
+#[test]
+fn work_posted_after_a_graceful_close_completes_flushed() {
+    let mut p = raw_peer(Duration::from_secs(60));
+    let qp = p.establish();
+    // The peer closes at an FPDU boundary: the engine closes too, Disconnected.
+    p.s.a.tcp.conn_mut(p.h).unwrap().close();
+    p.s.a.touch(p.h);
+    p.flush();
+    let ev = p.s.b.handle.try_recv().expect("Disconnected");
+    assert!(
+        matches!(ev, EngineEvent::Disconnected { qp: Some(q), .. } if q == qp),
+        "{ev:?}"
+    );
+    assert_eq!(drained(&p.queues), vec![(77, WcStatus::Flushed)]);
+    post_read_and_recv(&p.queues, p.lkey, 5, 78);
+    p.flush();
+    assert_eq!(
+        drained(&p.queues),
+        vec![(5, WcStatus::Flushed), (78, WcStatus::Flushed)]
+    );
+}
+
+/// A QP that is the initiator of a connection still in MPA startup (the peer accepted TCP but
+/// never answers the MPA Request): FlushQp ends the attempt (ConnectFailed, Aborted) and
+/// flushes the work posted before (a receive and a Read) and after.
+#[test]
+fn flush_during_mpa_startup_flushes_the_queues() {
+    use super::api::ConnectFailure;
+    let a = Host::new(1, EngineConfig::default(), None);
+    let mut b = Host::new(2, EngineConfig::default(), None);
+    b.tcp.listen(PORT);
+    let target = b.addr(PORT);
+    let mut s = Sim::new(a, b, 13);
+    let heap = HeapMemory::new(4096);
+    let k =
+        s.a.handle
+            .mem
+            .register(MrRequest {
+                owner: ClientId(5),
+                pd: PdId(1),
+                mem: heap,
+                offset: 0,
+                len: 4096,
+                base_to: 0,
+                access: Access::LOCAL_WRITE | Access::LOCAL_READ,
+                remote_invalidate: false,
+            })
+            .unwrap();
+    let queues = LocalQueues::default();
+    post_read_and_recv(&queues, k.lkey, 5, 77);
+    let qp = QpNum(43);
+    let conn = s.a.handle.ids.conn();
+    s.a.handle
+        .send(
+            0,
+            EngineCmd::Connect {
+                conn,
+                remote: target,
+                policy: MpaPolicy::default(),
+                private_data: Vec::new(),
+                qp: QpBinding {
+                    qp,
+                    owner: ClientId(5),
+                    pd: PdId(1),
+                    sq_depth: 16,
+                    rq_depth: 16,
+                    queues: QpQueues::Local(queues.clone()),
+                },
+            },
+        )
+        .unwrap();
+    // TCP connects and the MPA Request goes out; no Reply ever comes.
+    s.run_until(Duration::from_millis(50), |_| false);
+    assert_eq!(s.a.engine.connections(), 1);
+    assert!(s.a.handle.try_recv().is_none(), "no event yet");
+    assert!(drained(&queues).is_empty());
+    s.a.handle.send(0, EngineCmd::FlushQp { qp }).unwrap();
+    s.run_until(Duration::from_millis(10), |_| false);
+    let ev = s.a.handle.try_recv().expect("ConnectFailed");
+    assert!(
+        matches!(ev, EngineEvent::ConnectFailed { conn: c, reason: ConnectFailure::Aborted } if c == conn),
+        "{ev:?}"
+    );
+    assert_eq!(
+        drained(&queues),
+        vec![(5, WcStatus::Flushed), (77, WcStatus::Flushed)]
+    );
+    // Posted afterwards: flushed as well, until DestroyQp.
+    post_read_and_recv(&queues, k.lkey, 6, 78);
+    s.run_until(Duration::from_millis(10), |_| false);
+    assert_eq!(
+        drained(&queues),
+        vec![(6, WcStatus::Flushed), (78, WcStatus::Flushed)]
+    );
+    s.a.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    s.run_until(Duration::from_millis(10), |_| false);
+    let ev = s.a.handle.try_recv().expect("QpReleased");
+    assert!(
+        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        "{ev:?}"
+    );
+}
+
+/// FlushQp before the active open even started (next-hop resolution pending is modelled by
+/// the command arriving in the same poll as the Connect): the queues flush too.
+#[test]
+fn flush_before_the_active_open_flushes_the_queues() {
+    let a = Host::new(1, EngineConfig::default(), None);
+    let b = Host::new(2, EngineConfig::default(), None);
+    let target = b.addr(PORT);
+    let mut s = Sim::new(a, b, 14);
+    let queues = LocalQueues::default();
+    queues.post_recv(RecvRequest {
+        wr_id: 77,
+        sges: vec![],
+    });
+    let qp = QpNum(44);
+    let conn = s.a.handle.ids.conn();
+    for cmd in [
+        EngineCmd::Connect {
+            conn,
+            remote: target,
+            policy: MpaPolicy::default(),
+            private_data: Vec::new(),
+            qp: QpBinding {
+                qp,
+                owner: ClientId(5),
+                pd: PdId(1),
+                sq_depth: 16,
+                rq_depth: 16,
+                queues: QpQueues::Local(queues.clone()),
+            },
+        },
+        EngineCmd::FlushQp { qp },
+    ] {
+        s.a.handle.send(0, cmd).unwrap();
+    }
+    s.run_until(Duration::from_millis(10), |_| false);
+    let ev = s.a.handle.try_recv().expect("ConnectFailed");
+    assert!(matches!(ev, EngineEvent::ConnectFailed { .. }), "{ev:?}");
+    assert_eq!(drained(&queues), vec![(77, WcStatus::Flushed)]);
+    assert_eq!(s.a.engine.connections(), 0);
+}
+
+/// ModifyQp to ERROR of a QP that was never connected (`FlushUnbound`): what was posted and
+/// what is posted later completes flushed, until `DestroyQp`.
+#[test]
+fn an_unconnected_qp_moved_to_error_flushes_its_queues() {
+    let a = Host::new(1, EngineConfig::default(), None);
+    let b = Host::new(2, EngineConfig::default(), None);
+    let mut s = Sim::new(a, b, 15);
+    let queues = LocalQueues::default();
+    queues.post_recv(RecvRequest {
+        wr_id: 77,
+        sges: vec![],
+    });
+    let qp = QpNum(45);
+    let binding = QpBinding {
+        qp,
+        owner: ClientId(5),
+        pd: PdId(1),
+        sq_depth: 16,
+        rq_depth: 16,
+        queues: QpQueues::Local(queues.clone()),
+    };
+    s.a.handle
+        .send(0, EngineCmd::FlushUnbound { qp: binding })
+        .unwrap();
+    s.run_until(Duration::from_millis(5), |_| false);
+    assert_eq!(drained(&queues), vec![(77, WcStatus::Flushed)]);
+    queues.post_recv(RecvRequest {
+        wr_id: 78,
+        sges: vec![],
+    });
+    s.run_until(Duration::from_millis(5), |_| false);
+    assert_eq!(drained(&queues), vec![(78, WcStatus::Flushed)]);
+    s.a.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    s.run_until(Duration::from_millis(5), |_| false);
+    let ev = s.a.handle.try_recv().expect("QpReleased");
+    assert!(
+        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        "{ev:?}"
+    );
+    queues.post_recv(RecvRequest {
+        wr_id: 79,
+        sges: vec![],
+    });
+    s.run_until(Duration::from_millis(5), |_| false);
+    assert!(drained(&queues).is_empty());
+}
+
 /// A tagged RDMA Write FPDU (CRC off, RFC 5044 §4 / RFC 5041 §4.2): `payload` at `to` of
 /// `stag`, DDP L flag when `last`.
 fn write_fpdu(stag: iwarp::stag::Stag, to: u64, payload: &[u8], last: bool) -> Vec<u8> {
