@@ -190,7 +190,7 @@ discard_sha256 = false"
     [[ -z ${LOGDIR:-} ]] || { mkdir -p "$LOGDIR"; cp "$work/rx.log" "$LOGDIR/$tag.log"; }
     c() { awk -v k="$1" '/^\[lcore.0.tcp\]/{f=1} f&&$1==k{print $3; exit}' "$work/rx.log"; }
     l() { awk -v k="$1" '/^\[lcore.0\]/{f=1} f&&$1==k{print $3; exit}' "$work/rx.log"; }
-    echo "tcp case=linux->iwarpd cc=$1 loss=$2 mib=$3 gbps=${g:-0} retransmits=$((k1 - k0))(linux) connect_secs=${cs:-?}$(kdelta "$work/k0" "$work/k1") iwarpd_segs_out=$(c segs_out) ooo_held=$(c ooo_held) ooo_dropped=$(c ooo_dropped) timers_deferred=$(l timers_deferred) dp_runq_ms=$(( (s1 - s0) / 1000000 ))$(vtag "$4")" | tee -a "$results"
+    echo "tcp case=linux->iwarpd cc=$1 loss=$2 mib=$3 gbps=${g:-0} retransmits=$((k1 - k0))(linux) connect_secs=${cs:-?}$(kdelta "$work/k0" "$work/k1") iwarpd_segs_out=$(c segs_out) iwarpd_segs_in=$(c segs_in) sack_compressed=$(c sack_compressed) ooo_held=$(c ooo_held) ooo_dropped=$(c ooo_dropped) timers_deferred=$(l timers_deferred) dp_runq_ms=$(( (s1 - s0) / 1000000 ))$(vtag "$4")" | tee -a "$results"
 }
 
 iwarpd_to_linux() { # cc pct mib variant

@@ -356,6 +356,13 @@ pub struct TcpSection {
     pub hystart: bool,
     /// Undo spurious retransmission timeouts (RFC 3522 detection, RFC 4015 response).
     pub rto_undo: bool,
+    /// SACK compression (Linux's `tcp_comp_sack_nr`): with a SACK peer, after three immediate
+    /// ACKs for the same cumulative ACK, out-of-order segments that only add SACK blocks are
+    /// acknowledged together, at the latest after this many (0: off, every receive burst).
+    pub sack_compress_segs: u32,
+    /// Upper bound of the SACK compression delay in microseconds (Linux's
+    /// `tcp_comp_sack_delay_ns`; the delay is RTT/20, at least 100 us).
+    pub sack_compress_delay_us: u64,
     /// Half-open connections per listener before SYN cookies.
     pub syn_backlog: usize,
     /// Connections per dataplane thread.
@@ -393,6 +400,8 @@ impl Default for TcpSection {
             prr: true,
             hystart: true,
             rto_undo: true,
+            sack_compress_segs: 44,
+            sack_compress_delay_us: 1000,
             syn_backlog: 256,
             max_connections: 65536,
             max_listener_connections: 65536,
@@ -796,6 +805,24 @@ impl Config {
             return bad(
                 "delayed_ack_us",
                 format!("{} is too large, allowed 0..=500000", t.delayed_ack_us),
+            );
+        }
+        if t.sack_compress_segs > 1024 {
+            return bad(
+                "sack_compress_segs",
+                format!(
+                    "{} is too large, allowed 0 (off) ..=1024",
+                    t.sack_compress_segs
+                ),
+            );
+        }
+        if !(1..=500_000).contains(&t.sack_compress_delay_us) {
+            return bad(
+                "sack_compress_delay_us",
+                format!(
+                    "{} is out of range, allowed 1..=500000",
+                    t.sack_compress_delay_us
+                ),
             );
         }
         if t.rto_min_ms == 0 || t.rto_min_ms > t.rto_initial_ms || t.rto_min_ms > t.rto_max_ms {
@@ -1204,6 +1231,16 @@ mod tests {
                 &format!("{MINIMAL}[tcp]\nrto_min_bulk_ms = 0\n"),
                 "tcp.rto_min_bulk_ms",
                 "0 < rto_min_bulk_ms",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nsack_compress_segs = 5000\n"),
+                "tcp.sack_compress_segs",
+                "0 (off) ..=1024",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nsack_compress_delay_us = 0\n"),
+                "tcp.sack_compress_delay_us",
+                "1..=500000",
             ),
             (
                 &format!("{MINIMAL}[tcp]\nsyn_backlog = 0\n"),

@@ -534,6 +534,8 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         prr: t.prr,
         hystart: t.hystart,
         rto_undo: t.rto_undo,
+        sack_compress_segments: t.sack_compress_segs,
+        sack_compress_delay: Duration::from_micros(t.sack_compress_delay_us),
         ..TcpConfig::default()
     }
 }

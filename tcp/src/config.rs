@@ -119,6 +119,16 @@ pub struct TcpConfig {
     /// Undo a retransmission timeout found spurious (RFC 3522 detection with timestamps,
     /// RFC 4015 response): the congestion state comes back, no go-back-N.
     pub rto_undo: bool,
+    /// SACK compression, as Linux's `tcp_comp_sack_nr`: while out-of-order data is held and
+    /// only the SACK blocks would change (RCV.NXT unchanged, three SACK-bearing ACKs already
+    /// sent for it), the ACK for a newly held segment waits for the compression timer, up to
+    /// this many segments. 0: every receive burst that holds a new segment is acknowledged
+    /// at once. Only with SACK: a peer without it counts duplicate ACKs (RFC 5681 §3.2), so
+    /// each out-of-order segment still draws one.
+    pub sack_compress_segments: u32,
+    /// Upper bound on the SACK compression delay (Linux's `tcp_comp_sack_delay_ns`); the
+    /// delay is a twentieth of the smoothed RTT within [100 us, this].
+    pub sack_compress_delay: Duration,
 }
 
 #[cfg(test)]
@@ -214,6 +224,11 @@ impl TcpConfig {
         if self.fin_wait2_timeout.is_some_and(|d| d.is_zero()) {
             return err("fin_wait2_timeout", "must be positive (None: no timeout)");
         }
+        if self.sack_compress_delay.is_zero()
+            || self.sack_compress_delay > Duration::from_millis(500)
+        {
+            return err("sack_compress_delay", "must be within (0, 500 ms]");
+        }
         if self.initial_cwnd_segments == 0 {
             return err("initial_cwnd_segments", "must be positive");
         }
@@ -262,6 +277,8 @@ impl Default for TcpConfig {
             prr: true,
             hystart: true,
             rto_undo: true,
+            sack_compress_segments: 44,
+            sack_compress_delay: Duration::from_millis(1),
         }
     }
 }

@@ -45,6 +45,12 @@ counters! {
     rack_lost,
     /// Segments held out of order.
     ooo_held,
+    /// Held out-of-order segments whose ACK was folded into a later one (SACK compression,
+    /// [`crate::TcpConfig::sack_compress_segments`]).
+    sack_compressed,
+    /// Immediate ACKs requested by the application at a message end
+    /// ([`crate::Connection::ack_now`]) that found an ACK owed and moved it forward.
+    quick_acks,
     /// Out-of-order segments dropped because the bound was hit.
     ooo_dropped,
     /// Segments dropped for a bad checksum.

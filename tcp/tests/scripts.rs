@@ -67,3 +67,6 @@ mod bbr;
 
 #[path = "script/prr.rs"]
 mod prr;
+
+#[path = "script/ackpolicy.rs"]
+mod ackpolicy;

@@ -490,6 +490,15 @@ impl RdmaConn {
                 self.after_startup(now, c, ctx);
             }
         }
+        if fed > 0
+            && c.readable_bytes() == 0
+            && self.run.as_ref().is_some_and(|r| r.qp.rx_at_message_end())
+        {
+            // A message ended and nothing more of this stream waits in this burst: its sender
+            // completes the message only when TCP acknowledges the last byte, so do not hold
+            // the ACK for the delayed-ACK timer (issue #8: lone Writes paced by it).
+            c.request_ack();
+        }
         if let Some(r) = &mut self.run {
             r.stats.fpdus_rx = r.qp.rx_fpdus();
             r.stats.bytes_placed = r.mem.placed_bytes;

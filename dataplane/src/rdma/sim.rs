@@ -168,6 +168,8 @@ pub(crate) struct Sim {
     pub(crate) dropped: u64,
     wire: VecDeque<(Instant, bool, Seg)>,
     delay: Duration,
+    /// Segments delivered per step at most (a receive burst; unbounded by default).
+    pub(crate) burst: usize,
 }
 
 impl Sim {
@@ -181,6 +183,7 @@ impl Sim {
             dropped: 0,
             wire: VecDeque::new(),
             delay: Duration::from_micros(20),
+            burst: usize::MAX,
         }
     }
 
@@ -213,10 +216,12 @@ impl Sim {
         };
         // Poll at least every millisecond (rings and the diagnostic service are polled).
         self.now = next.max(self.now).min(self.now + Duration::from_millis(1));
+        let mut delivered = 0;
         while let Some((t, _, _)) = self.wire.front() {
-            if *t > self.now {
+            if *t > self.now || delivered == self.burst {
                 break;
             }
+            delivered += 1;
             if let Some((_, to_b, seg)) = self.wire.pop_front() {
                 if to_b {
                     self.b.deliver(self.now, seg);

@@ -806,3 +806,102 @@ fn an_unconnected_qp_moved_to_error_flushes_its_queues() {
     s.run_until(Duration::from_millis(5), |_| false);
     assert!(drained(&queues).is_empty());
 }
+
+/// A tagged RDMA Write FPDU (CRC off, RFC 5044 §4 / RFC 5041 §4.2): `payload` at `to` of
+/// `stag`, DDP L flag when `last`.
+fn write_fpdu(stag: iwarp::stag::Stag, to: u64, payload: &[u8], last: bool) -> Vec<u8> {
+    let ulpdu = 14 + payload.len();
+    let mut f = (ulpdu as u16).to_be_bytes().to_vec();
+    // DDP tagged, DV 1 (L when last); RDMAP RV 1, opcode 0 (RDMA Write).
+    f.extend_from_slice(&[if last { 0xc1 } else { 0x81 }, 0x40]);
+    f.extend_from_slice(&stag.0.to_be_bytes());
+    f.extend_from_slice(&to.to_be_bytes());
+    f.extend_from_slice(payload);
+    f.resize((2 + ulpdu).next_multiple_of(4), 0);
+    f.extend_from_slice(&[0; 4]); // CRC field, zero with CRC off
+    f
+}
+
+impl RawPeer {
+    /// Queue each FPDU as its own TCP segment (one record each), without running the sim.
+    fn queue_fpdus(&mut self, fpdus: &[Vec<u8>]) -> u64 {
+        for f in fpdus {
+            self.s.a.raw.entry(self.h).or_default().extend_from_slice(f);
+            let c = self.s.a.tcp.conn_mut(self.h).unwrap();
+            c.send_record(f.len() as u64).unwrap();
+        }
+        self.s.a.touch(self.h);
+        self.s.a.tcp.conn(self.h).unwrap().queued_offset()
+    }
+
+    /// Step the sim for at most `limit` of simulated time, until our stream is acknowledged up
+    /// to `upto`; returns whether it was.
+    fn acked_within(&mut self, upto: u64, limit: Duration) -> bool {
+        let h = self.h;
+        self.s.run_until(limit, |s| {
+            s.a.tcp.conn(h).is_some_and(|c| c.acked_offset() >= upto)
+        })
+    }
+}
+
+/// Issue #8 note ("lone Writes > 256 B are paced by the delayed ACK"): the engine asks TCP for
+/// an immediate ACK when a received FPDU ends a message (DDP L flag) and nothing more of the
+/// stream is waiting, because the Write's sender completes it only on that ACK. A lone 4 KiB
+/// Write in three segments, each delivered in its own receive burst (so the every-second-
+/// segment rule does not cover the last one), is acknowledged in full well within the 1 ms
+/// delayed-ACK timeout (simulated time) and counted as a quick ACK; an FPDU that does not end
+/// its message still waits for the timer.
+#[test]
+fn a_lone_write_is_acknowledged_at_its_last_fpdu_not_at_the_delayed_ack() {
+    let mut p = raw_peer(Duration::from_secs(60));
+    p.establish();
+    let heap = HeapMemory::new(65536);
+    let k =
+        p.s.b
+            .handle
+            .mem
+            .register(MrRequest {
+                owner: ClientId(5),
+                pd: PdId(1),
+                mem: heap.clone(),
+                offset: 0,
+                len: 65536,
+                base_to: 0,
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                remote_invalidate: false,
+            })
+            .unwrap();
+    p.flush();
+    p.s.burst = 1;
+    let delack = tcp::TcpConfig::default().delayed_ack.unwrap();
+    let quick = |p: &RawPeer| p.s.b.tcp.stats().quick_acks;
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
+    let fpdus = [
+        write_fpdu(k.rkey, 0, &data[..1400], false),
+        write_fpdu(k.rkey, 1400, &data[1400..2800], false),
+        write_fpdu(k.rkey, 2800, &data[2800..], true),
+    ];
+    let q0 = quick(&p);
+    let end = p.queue_fpdus(&fpdus);
+    assert!(
+        p.acked_within(end, delack / 2),
+        "the lone Write's last segment waited for the delayed ACK"
+    );
+    assert_eq!(quick(&p), q0 + 1, "quick ACKs");
+    let mut placed = vec![0u8; 4096];
+    assert!(heap.copy_out(0, &mut placed));
+    assert_eq!(placed, data, "Write placed");
+
+    // The first FPDU of a two-FPDU Write: no message end, so the delayed ACK applies.
+    let end = p.queue_fpdus(&[write_fpdu(k.rkey, 8192, &data[..1000], false)]);
+    assert!(
+        !p.acked_within(end, delack / 2),
+        "a segment without a message end was acknowledged before the delayed ACK"
+    );
+    assert!(p.acked_within(end, delack * 2), "delayed ACK");
+    assert_eq!(quick(&p), q0 + 1, "no quick ACK without the L flag");
+    // Its last FPDU ends the message: at once again.
+    let end = p.queue_fpdus(&[write_fpdu(k.rkey, 9192, &data[1000..2000], true)]);
+    assert!(p.acked_within(end, delack / 2), "second Write's end");
+    assert_eq!(quick(&p), q0 + 2, "quick ACKs");
+}

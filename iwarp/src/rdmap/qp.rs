@@ -449,6 +449,14 @@ impl Qp {
         !self.deframer.at_boundary()
     }
 
+    /// True when the stream received so far ends exactly with the last FPDU of a message
+    /// (DDP L flag, RFC 5041 §5.1): no FPDU is partly received. The sender of that message
+    /// completes it when the LLP acknowledges its last byte, so this is when the LLP should
+    /// not hold its ACK back (a delayed ACK, RFC 9293 §3.8.6.3).
+    pub fn rx_at_message_end(&self) -> bool {
+        self.rx.msg_end() && self.deframer.at_boundary()
+    }
+
     /// Stop the stream for a reason found outside the protocol (an FPDU half-received past a
     /// timeout, a stream cut inside an FPDU, a corrupt work queue): record `code` as the first
     /// error and queue a Terminate carrying it without offending headers (RFC 5040 §4.8,

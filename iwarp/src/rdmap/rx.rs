@@ -55,9 +55,16 @@ pub(crate) struct RxState {
     /// Bytes received so far of the Send message in progress (expected next MO).
     msg_off: u64,
     expected_msn: [u32; qn::COUNT],
+    /// The last complete FPDU ended a message (DDP L flag, RFC 5041 §5.1).
+    msg_end: bool,
 }
 
 impl RxState {
+    /// Whether the last complete FPDU ended a message (DDP L flag).
+    pub(crate) fn msg_end(&self) -> bool {
+        self.msg_end
+    }
+
     /// The MSN expected next on untagged queue `q` (0 for an unknown queue).
     pub(crate) fn expected_msn_of(&self, q: u32) -> u32 {
         self.expected_msn.get(q as usize).copied().unwrap_or(0)
@@ -86,6 +93,7 @@ impl Default for RxState {
             msg_off: 0,
             // RFC 5041 §5.3: the first MSN of every queue is 1.
             expected_msn: [1; qn::COUNT],
+            msg_end: false,
         }
     }
 }
@@ -150,8 +158,10 @@ impl Qp {
             if let Some(w) = self.deframer.peek_whole(rest) {
                 // The whole FPDU is here and its CRC checked: the same steps as the events
                 // below (Start, Data, End), without the per-event state walk.
+                let last = w.ulpdu.first().is_some_and(|&c| c & ddp::FLAG_LAST != 0);
                 if self.rx_write_whole(mem, w.ulpdu) {
                     self.deframer.consume_whole(&w);
+                    self.rx.msg_end = last;
                     i += w.len;
                     continue;
                 }
@@ -166,6 +176,7 @@ impl Qp {
                     self.rx_fail(code);
                     return input.len();
                 }
+                self.rx.msg_end = last;
                 continue;
             }
             let (n, ev) = self.deframer.deframe(rest);
@@ -187,8 +198,10 @@ impl Qp {
                     }
                 }
                 Some(Ok(Deframed::End)) => {
-                    if let Err(code) = self.rx_end(mem) {
-                        self.rx_fail(code);
+                    let last = self.rx.header.as_ref().is_some_and(|h| h.ddp.last);
+                    match self.rx_end(mem) {
+                        Ok(()) => self.rx.msg_end = last,
+                        Err(code) => self.rx_fail(code),
                     }
                 }
             }

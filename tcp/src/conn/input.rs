@@ -333,9 +333,10 @@ impl<B: SegBuf> Connection<B> {
             // RFC 5681 §4.2 / RFC 9293 §3.10.7.4: an out-of-order segment draws an immediate
             // duplicate ACK, a pure one whatever data we have waiting (RFC 5681 §2: a sender
             // without SACK counts only ACKs without data).
+            // With SACK, compressed after the first few (`owe_sack`, as Linux).
             Insert::Held => {
                 self.stats.ooo_held += 1;
-                self.owe_dupack();
+                self.owe_sack(now);
             }
             Insert::Duplicate => {
                 // Old data, or a held segment received twice (RFC 2883 §4.1.3).

@@ -49,6 +49,13 @@
 //!   below the highest SACKed byte", plus limited transmit (RFC 3042), early retransmit
 //!   (RFC 5827) and detection of a lost retransmission of the head hole. D-SACK generation
 //!   (RFC 2883) either way; received D-SACKs widen RACK's reordering window.
+//! * ACK policy: the ACK decision is taken when the owner polls (once per receive burst in the
+//!   dataplane, as Linux acknowledges a GRO batch): an ACK for every second segment of a
+//!   burst, at once for out-of-order data and hole fills, else the delayed-ACK timer (RFC
+//!   5681 §4.2, RFC 9293 §3.8.6.3). With SACK, ACKs that would only change the SACK blocks
+//!   are compressed as Linux does (`tcp_comp_sack_nr`, [`crate::TcpConfig::sack_compress_segments`]):
+//!   three at once per RCV.NXT, then one per compression delay or per so many held segments.
+//!   Without SACK every out-of-order segment draws its pure duplicate ACK.
 //! * The acceptability test uses max(advertised window, current free space).
 //! * Urgent data is ignored (RFC 9293 §3.8.5 / RFC 6093 recommend not using it).
 //! * SYN cookies (RFC 4987 §3.6) once `syn_backlog` half-open connections wait on a listener;
@@ -334,6 +341,13 @@ pub struct Connection<B> {
     /// RFC 9293 §3.10.7.4): one each, without data, so a sender counts them as duplicate ACKs
     /// (RFC 5681 §2 counts only ACKs that carry no data) even when we have data waiting.
     dupacks_owed: u32,
+    /// SACK compression (Linux's `tcp_comp_sack_*`, [`TcpConfig::sack_compress_segments`]):
+    /// RCV.NXT when SACK-bearing ACKs were last counted, how many went out for it, held
+    /// segments whose ACK waits, and when that ACK goes out at the latest.
+    comp_rcv_nxt: u64,
+    comp_acks: u32,
+    comp_segs: u32,
+    comp_at: Option<Instant>,
     /// SACK information did not fit in the last data segment: send it in a pure ACK.
     sack_owed: bool,
     unacked_segs: u32,
@@ -367,6 +381,14 @@ pub(crate) fn ts_offset(iss: Seq32) -> u32 {
 
 /// Bound on the pure duplicate ACKs owed between two polls.
 const MAX_DUPACKS_OWED: u32 = 64;
+
+/// SACK-bearing ACKs sent at once for each new RCV.NXT before compression starts (Linux's
+/// `TCP_FASTRETRANS_THRESH`): a sender counting duplicate ACKs sees its three (RFC 5681 §3.2).
+const COMP_IMMEDIATE_ACKS: u32 = 3;
+
+/// Floor of the SACK compression delay: Linux's `tcp_comp_sack_slack_ns` (its timer fires up
+/// to this late); on a path of tens of microseconds RTT/20 alone would compress nothing.
+const COMP_MIN_DELAY: Duration = Duration::from_micros(100);
 
 /// Default MSS when the peer sends none (RFC 9293 §3.7.1).
 const DEFAULT_MSS: u16 = 536;
@@ -461,6 +483,10 @@ impl<B: SegBuf> Connection<B> {
             tlp_rtx: false,
             ack_now: false,
             dupacks_owed: 0,
+            comp_rcv_nxt: 0,
+            comp_acks: 0,
+            comp_segs: 0,
+            comp_at: None,
             sack_owed: false,
             unacked_segs: 0,
             ctl: VecDeque::new(),
@@ -712,6 +738,21 @@ impl<B: SegBuf> Connection<B> {
         }
     }
 
+    /// Acknowledge at the next poll if received data is still unacknowledged, instead of
+    /// waiting for the delayed-ACK timer (RFC 9293 §3.8.6.3 only bounds the delay). For an
+    /// upper layer that knows a message ended: its peer completes the message only when TCP
+    /// acknowledges the last byte (iWARP with completion on ACK), so a lone message of one
+    /// segment would otherwise wait out the timer. Returns whether this moved an ACK forward
+    /// (counted as `quick_acks`); false when none was owed or one was going out anyway.
+    pub fn request_ack(&mut self) -> bool {
+        if !self.state.is_synchronized() || self.ack_now || self.rcv_nxt <= self.last_ack_sent {
+            return false;
+        }
+        self.ack_now = true;
+        self.stats.quick_acks += 1;
+        true
+    }
+
     /// Change keepalive (RFC 9293 §3.8.4); takes effect at the next input or output.
     pub fn set_keepalive(&mut self, k: Option<crate::config::Keepalive>) {
         self.cfg.keepalive = k;
@@ -875,6 +916,61 @@ impl<B: SegBuf> Connection<B> {
         };
     }
 
+    /// A segment was held out of order (RCV.NXT unchanged): owe an ACK carrying its SACK
+    /// block. RFC 5681 §4.2 and RFC 9293 §3.10.7.4 ask for an immediate duplicate ACK; with
+    /// SACK, like Linux (`__tcp_ack_snd_check`, `tcp_comp_sack_nr`), only the first
+    /// [`COMP_IMMEDIATE_ACKS`] for each RCV.NXT go at once, later ones wait for the compression
+    /// timer or [`TcpConfig::sack_compress_segments`] held segments, whichever comes first
+    /// (the sender counts SACKed bytes, RFC 6675 §5 / RFC 8985, not ACKs, and a dense stream
+    /// of SACK-only ACKs only costs it processing). Without SACK nothing changes: one pure
+    /// duplicate ACK per segment, which is what such a sender counts (RFC 5681 §3.2).
+    pub(crate) fn owe_sack(&mut self, now: Instant) {
+        let nr = self.cfg.sack_compress_segments;
+        if !self.sack_ok || nr == 0 {
+            return self.owe_dupack();
+        }
+        let acks = if self.comp_rcv_nxt == self.rcv_nxt {
+            self.comp_acks
+        } else {
+            0
+        };
+        if acks < COMP_IMMEDIATE_ACKS || self.dupacks_owed > 0 || self.ack_now {
+            // Still among the first ACKs for this RCV.NXT, or an ACK goes out anyway.
+            return self.owe_dupack();
+        }
+        self.comp_segs += 1;
+        if self.comp_segs >= nr {
+            return self.owe_dupack();
+        }
+        self.stats.sack_compressed += 1;
+        if self.comp_at.is_none() {
+            self.comp_at = Some(now + self.comp_delay());
+        }
+    }
+
+    /// Linux's `tcp_comp_sack_delay_ns` rule: RTT/20, here within [100 us, the configured
+    /// bound].
+    fn comp_delay(&self) -> Duration {
+        let max = self.cfg.sack_compress_delay;
+        match self.rtt.srtt() {
+            Some(srtt) => (srtt / 20).max(COMP_MIN_DELAY).min(max),
+            None => max,
+        }
+    }
+
+    /// An ACK is going out: count it for SACK compression and clear what it settles.
+    pub(crate) fn on_ack_sent(&mut self, sack_blocks: bool) {
+        if sack_blocks {
+            if self.comp_rcv_nxt != self.rcv_nxt {
+                self.comp_rcv_nxt = self.rcv_nxt;
+                self.comp_acks = 0;
+            }
+            self.comp_acks = self.comp_acks.saturating_add(1);
+        }
+        self.comp_segs = 0;
+        self.comp_at = None;
+    }
+
     /// Queue a control segment (a reset); bounded so a flood of bad segments between polls
     /// cannot grow memory.
     pub(crate) fn push_ctl(&mut self, h: OutHeader) {
@@ -892,6 +988,7 @@ impl<B: SegBuf> Connection<B> {
         self.rtx_at = None;
         self.persist_at = None;
         self.delack_at = None;
+        self.comp_at = None;
         self.keepalive_at = None;
         self.timewait_at = None;
         self.fin_wait2_at = None;

@@ -501,6 +501,7 @@ impl<B: SegBuf> Connection<B> {
             h.timestamp = Some((tsval, tsecr));
         }
         let mut payload_len = (data.end - data.start) as usize;
+        let mut sack_sent = false;
         if self.sack_ok
             && h.ack.is_some()
             && !h.syn
@@ -530,6 +531,7 @@ impl<B: SegBuf> Connection<B> {
             // A full-sized data segment has no room: if this ACK was owed for new receive
             // state (RFC 5681 §4.2), a pure ACK carries the blocks next.
             self.sack_owed = got == 0 && payload_len > 0 && self.ack_now;
+            sack_sent = got > 0;
         }
         let hl = h.header_len();
         if hl > buf.len() {
@@ -566,6 +568,7 @@ impl<B: SegBuf> Connection<B> {
             self.unacked_segs = 0;
             self.delack_at = None;
             self.last_ack_sent = self.rcv_nxt;
+            self.on_ack_sent(sack_sent);
         }
         Some(Transmit {
             len: if self.tx_inline { hl + payload_len } else { hl },

@@ -1,5 +1,5 @@
 //! Timers: retransmission (RFC 6298), persist (RFC 9293 §3.8.6.1), delayed ACK
-//! (RFC 9293 §3.8.6.3), keepalive (RFC 9293 §3.8.4), TIME-WAIT (RFC 9293 §3.3.2), FIN-WAIT-2, and
+//! (RFC 9293 §3.8.6.3), SACK compression (as Linux), keepalive (RFC 9293 §3.8.4), TIME-WAIT (RFC 9293 §3.3.2), FIN-WAIT-2, and
 //! RACK-TLP's reordering timer and probe timeout (RFC 8985 §6.3, §7.2).
 
 use netcore::{Duration, Instant};
@@ -14,6 +14,7 @@ impl<B: SegBuf> Connection<B> {
             self.rtx_at,
             self.persist_at,
             self.delack_at,
+            self.comp_at,
             self.keepalive_at,
             self.timewait_at,
             self.fin_wait2_at,
@@ -133,6 +134,11 @@ impl<B: SegBuf> Connection<B> {
         if self.delack_at.is_some_and(|t| t <= now) {
             self.delack_at = None;
             self.ack_now = true;
+        }
+        if self.comp_at.is_some_and(|t| t <= now) {
+            // The SACK compression delay ran out: the held segments' ACK goes now.
+            self.comp_at = None;
+            self.owe_dupack();
         }
         if self.persist_at.is_some_and(|t| t <= now) {
             self.persist_at = None;

@@ -11,17 +11,20 @@
 //!                           //   rto_init MS|rto_min MS|rto_min_bulk MS|retries N|isn N (peer ISN)|ooo N|
 //!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)|
 //!                           //   finwait2 MS|bbr|prr on|off (RFC 6937)|
-//!                           //   hystart on|off (RFC 9406)
+//!                           //   hystart on|off (RFC 9406)|sackcomp N|sackcomp_delay_us N
+//!                           //   (SACK compression, `TcpConfig::sack_compress_*`)
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
 //! 0    < . 1:1(0) ack 1 win 65535
 //! 0    < P. 1:1001(1000) ack 1                // inbound payload = pattern at stream offsets
+//! 0    << . 1001:2001(1000) ack 1             // same receive burst: no poll since the last `<`
 //! 0    > . 1:1(0) ack 1001 win *
 //! 0    read 1000            // poll_readable drains exactly 1000 bytes, contents checked
 //! 0    send 2000            // Connection::send; record N = send_record
 //! 0    close | abort | none (no output) | state Established | event Closed(Reset) |
-//!      stat retransmissions 1 | emss 1448 | send_err N | cwnd N | rto MS | bbr STATE
+//!      stat retransmissions 1 | emss 1448 | send_err N | cwnd N | rto MS | bbr STATE |
+//!      ack_request true|false (Connection::request_ack and what it must return)
 //! ```
 //! Inbound `ts val V ecr @N` echoes the TSval we sent at N ms.
 //! Inbound `seq` is relative to the peer ISN, inbound `ack` to our ISS; outbound the other
@@ -583,6 +586,22 @@ fn step(r: &mut Runner, t: &[&str]) {
             let s = parse_spec(rest, r);
             inbound(r, s);
         }
+        // In the same receive burst as the previous inbound segment: no poll in between (the
+        // dataplane polls a connection once per burst of up to 32 frames).
+        ["<<", rest @ ..] => {
+            let s = parse_spec(rest, r);
+            inbound(r, s);
+        }
+        ["ack_request", want] => {
+            let want = match *want {
+                "true" => true,
+                "false" => false,
+                _ => r.fail("ack_request true|false"),
+            };
+            if r.conn_mut().request_ack() != want {
+                r.fail("request_ack returned the other value");
+            }
+        }
         [">", rest @ ..] => {
             let s = parse_spec(rest, r);
             check_out(r, s);
@@ -607,6 +626,10 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["hystart", "on"] => r.cfg.hystart = true,
             ["hystart", "off"] => r.cfg.hystart = false,
             ["prr", "off"] => r.cfg.prr = false,
+            ["sackcomp", n] => r.cfg.sack_compress_segments = num(r, Some(n)),
+            ["sackcomp_delay_us", n] => {
+                r.cfg.sack_compress_delay = netcore::Duration::from_micros(num(r, Some(n)))
+            }
             ["finwait2", n] => {
                 r.cfg.fin_wait2_timeout = Some(netcore::Duration::from_millis(num(r, Some(n))))
             }
@@ -768,7 +791,12 @@ fn step(r: &mut Runner, t: &[&str]) {
                 "rack_lost" => s.rack_lost,
                 "fin_wait2_timeouts" => s.fin_wait2_timeouts,
                 "ooo_dropped_small" => s.ooo_dropped_small,
-                _ => r.fail("unknown stat"),
+                other => s
+                    .fields()
+                    .into_iter()
+                    .find(|(k, _)| *k == other)
+                    .map(|(_, v)| v)
+                    .unwrap_or_else(|| r.fail("unknown stat")),
             };
             if got != v {
                 r.fail(&format!("stat {name} = {got}"));

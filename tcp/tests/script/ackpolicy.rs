@@ -1,0 +1,208 @@
+//! The receiver's ACK policy per receive burst (issue 10): one ACK decision per poll, as
+//! Linux takes one per GRO batch; RFC 5681 §4.2 / RFC 9293 §3.8.6.3 and §3.10.7.4 duties kept
+//! (every second full-sized segment, immediate ACK for out-of-order data and hole fills,
+//! the delayed-ACK timer otherwise); SACK compression like Linux's `tcp_comp_sack_nr`; pure
+//! duplicate ACKs per segment for peers without SACK; and the upper layer's quick ACK at a
+//! message end (`Connection::request_ack`).
+//!
+//! `<<` is an inbound segment of the same receive burst as the previous one (no poll in
+//! between). The handshake of [`crate::script::EST`] gives an RTT sample of 0, so the SACK
+//! compression delay is its 100 us floor.
+
+use crate::script::run_est;
+
+/// RFC 5681 §4.2 / RFC 9293 §3.8.6.3: "at least every second full-sized segment" is checked
+/// at the burst boundary: a burst of four in-order segments draws one cumulative ACK, a burst
+/// of one waits for the delayed-ACK timer, and a second burst of one then completes the pair.
+#[test]
+fn one_ack_per_burst_of_in_order_segments() {
+    run_est(
+        "0 cfg delack 40",
+        r"
+10  < . 1:1461(1460) ack 1 win 65535
+10  << . 1461:2921(1460) ack 1 win 65535
+10  << . 2921:4381(1460) ack 1 win 65535
+10  << . 4381:5841(1460) ack 1 win 65535
+10  > . 1:1(0) ack 5841
+10  none
+// A lone segment: the delayed-ACK timer (RFC 9293 §3.8.6.3).
+20  < . 5841:7301(1460) ack 1 win 65535
+20  none
+60  > . 1:1(0) ack 7301
+// Two single-segment bursts: the second one owes the ACK for the pair at once.
+70  < . 7301:8761(1460) ack 1 win 65535
+70  none
+71  < . 8761:10221(1460) ack 1 win 65535
+71  > . 1:1(0) ack 10221
+71  read 10220
+",
+    );
+}
+
+/// RFC 5681 §4.2, RFC 2018 §4: out-of-order segments of one burst, with SACK, draw one
+/// immediate ACK whose first block covers them all; the hole fill is acknowledged at once.
+#[test]
+fn out_of_order_burst_with_sack_draws_one_ack() {
+    run_est(
+        "0 cfg delack 40",
+        r"
+10  < . 1461:2921(1460) ack 1 win 65535
+10  << . 2921:4381(1460) ack 1 win 65535
+10  << . 4381:5841(1460) ack 1 win 65535
+10  > . 1:1(0) ack 1 <sack 1461:5841>
+10  none
+20  < . 1:1461(1460) ack 1 win 65535
+20  > . 1:1(0) ack 5841
+20  read 5840
+",
+    );
+}
+
+/// RFC 5681 §3.2 and §4.2 without SACK (issue 10 item 4): a sender counts duplicate ACKs, so
+/// each out-of-order segment draws its own pure duplicate ACK, in one burst too; nothing is
+/// compressed.
+#[test]
+fn without_sack_each_out_of_order_segment_draws_a_dupack() {
+    run_est(
+        "0 cfg sack off\n0 cfg delack 40",
+        r"
+10  < . 1461:2921(1460) ack 1 win 65535
+10  << . 2921:4381(1460) ack 1 win 65535
+10  << . 4381:5841(1460) ack 1 win 65535
+10  << . 5841:7301(1460) ack 1 win 65535
+10  << . 7301:8761(1460) ack 1 win 65535
+10  > . 1:1(0) ack 1 win 65535
+10  > . 1:1(0) ack 1 win 65535
+10  > . 1:1(0) ack 1 win 65535
+10  > . 1:1(0) ack 1 win 65535
+10  > . 1:1(0) ack 1 win 65535
+10  none
+11  < . 8761:10221(1460) ack 1 win 65535
+11  > . 1:1(0) ack 1 win 65535
+12  < . 10221:11681(1460) ack 1 win 65535
+12  > . 1:1(0) ack 1 win 65535
+12  stat sack_compressed 0
+",
+    );
+}
+
+/// SACK compression (Linux's `tcp_comp_sack_nr`, `tcp_comp_sack_delay_ns`): with RCV.NXT
+/// unchanged, the first three SACK-bearing ACKs go at once (a duplicate-ACK counting sender
+/// sees its three, RFC 5681 §3.2); after that a newly held segment's ACK waits for the
+/// compression delay (100 us here), and one ACK then carries every block.
+#[test]
+fn sack_compression_after_three_immediate_acks() {
+    run_est(
+        "0 cfg delack 40",
+        r"
+10  < . 1461:2921(1460) ack 1 win 65535
+10  > . 1:1(0) ack 1 <sack 1461:2921>
+11  < . 2921:4381(1460) ack 1 win 65535
+11  > . 1:1(0) ack 1 <sack 1461:4381>
+12  < . 4381:5841(1460) ack 1 win 65535
+12  > . 1:1(0) ack 1 <sack 1461:5841>
+// Compressed from here: two bursts of new blocks, one ACK when the delay runs out.
+13  < . 5841:7301(1460) ack 1 win 65535
+13  none
+13.05 < . 7301:8761(1460) ack 1 win 65535
+13.05 none
+13.1 > . 1:1(0) ack 1 <sack 1461:8761>
+13.1 stat sack_compressed 2
+// RFC 5681 §4.2: a segment that fills the gap (part of it) is acknowledged at once, and the
+// new RCV.NXT gets its three immediate ACKs again.
+20  < . 1:1461(1460) ack 1 win 65535
+20  > . 1:1(0) ack 8761
+20  read 8760
+30  < . 10221:11681(1460) ack 1 win 65535
+30  > . 1:1(0) ack 8761 <sack 10221:11681>
+",
+    );
+}
+
+/// The cap on consecutive compressed segments (`sack_compress_segments`, Linux's
+/// `tcp_comp_sack_nr`): the Nth held segment while compressing draws the ACK at once.
+#[test]
+fn sack_compression_cap_sends_at_once() {
+    run_est(
+        "0 cfg delack 40\n0 cfg sackcomp 3",
+        r"
+10  < . 1461:2921(1460) ack 1 win 65535
+10  > . 1:1(0) ack 1 <sack 1461:2921>
+11  < . 2921:4381(1460) ack 1 win 65535
+11  > . 1:1(0) ack 1 <sack 1461:4381>
+12  < . 4381:5841(1460) ack 1 win 65535
+12  > . 1:1(0) ack 1 <sack 1461:5841>
+13  < . 5841:7301(1460) ack 1 win 65535
+13  none
+13.01 < . 7301:8761(1460) ack 1 win 65535
+13.01 none
+13.02 < . 8761:10221(1460) ack 1 win 65535
+13.02 > . 1:1(0) ack 1 <sack 1461:10221>
+13.02 stat sack_compressed 2
+13.5 none
+",
+    );
+}
+
+/// RFC 2883 §4: a duplicate segment's D-SACK is not compressed: it goes at once even while
+/// new blocks are being compressed, and carries those blocks too.
+#[test]
+fn dsack_is_not_compressed() {
+    run_est(
+        "0 cfg delack 40",
+        r"
+10  < . 1461:2921(1460) ack 1 win 65535
+10  > . 1:1(0) ack 1 <sack 1461:2921>
+11  < . 2921:4381(1460) ack 1 win 65535
+11  > . 1:1(0) ack 1 <sack 1461:4381>
+12  < . 4381:5841(1460) ack 1 win 65535
+12  > . 1:1(0) ack 1 <sack 1461:5841>
+13  < . 5841:7301(1460) ack 1 win 65535
+13  none
+13.01 < . 2921:4381(1460) ack 1 win 65535
+13.01 > . 1:1(0) ack 1 <sack 2921:4381 1461:7301>
+",
+    );
+}
+
+/// `sack_compress_segments = 0` turns compression off: every poll that holds a new segment
+/// draws its ACK (one per burst).
+#[test]
+fn sack_compression_off() {
+    run_est(
+        "0 cfg delack 40\n0 cfg sackcomp 0",
+        r"
+10  < . 1461:2921(1460) ack 1 win 65535
+10  > . 1:1(0) ack 1 <sack 1461:2921>
+11  < . 2921:4381(1460) ack 1 win 65535
+11  > . 1:1(0) ack 1 <sack 1461:4381>
+12  < . 4381:5841(1460) ack 1 win 65535
+12  > . 1:1(0) ack 1 <sack 1461:5841>
+13  < . 5841:7301(1460) ack 1 win 65535
+13  > . 1:1(0) ack 1 <sack 1461:7301>
+13  stat sack_compressed 0
+",
+    );
+}
+
+/// The upper layer's quick ACK (`Connection::request_ack`): a lone segment that ended a
+/// message is acknowledged at once instead of after the delayed-ACK timer (RFC 9293
+/// §3.8.6.3 only bounds that delay); with nothing owed the request does nothing.
+#[test]
+fn quick_ack_on_request() {
+    run_est(
+        "0 cfg delack 40",
+        r"
+10  < . 1:1461(1460) ack 1 win 65535
+10  ack_request true
+10  > . 1:1(0) ack 1461
+10  ack_request false
+10  none
+10  stat quick_acks 1
+20  < . 1461:2921(1460) ack 1 win 65535
+20  none
+60  > . 1:1(0) ack 2921
+60  read 2920
+",
+    );
+}
