@@ -25,7 +25,7 @@ use tcp::SendSource;
 use tcp::wire::{combine, ones_complement_sum};
 
 use super::memory::{MemTable, QpMemory, Region};
-use crate::extbuf::ExtPin;
+use crate::extbuf::{ExtPin, ExtRegion};
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 
@@ -168,6 +168,12 @@ pub struct TxLog {
     /// the next lookup is almost always this record or the one after it, and a binary search
     /// over thousands of records in flight (8 MiB of 1.4 KiB FPDUs) is skipped.
     hint: std::cell::Cell<u64>,
+    /// The DPDK registration of the last region a pin was made for: consecutive FPDUs come
+    /// from the same region, so the table's lock and hash lookup are paid once per region
+    /// instead of once per FPDU. Holding the `Arc<Region>` keeps the identity check sound (the
+    /// region cannot be freed and its address reused while we compare against it); dropped
+    /// when the log empties, so it does not outlive the pins that need it by more than that.
+    ext_cache: Option<(Arc<Region>, Arc<ExtRegion>)>,
 }
 
 impl TxLog {
@@ -375,6 +381,9 @@ impl TxLog {
             self.recs.pop_front();
             self.popped += 1;
         }
+        if self.recs.is_empty() {
+            self.ext_cache = None;
+        }
     }
 
     /// Index of the record holding stream offset `off`: the hinted record or its successor
@@ -463,6 +472,7 @@ impl TxLog {
             return false;
         };
         let end = off + len as u64;
+        let cache = &mut self.ext_cache;
         for r in self.recs.range_mut(first..) {
             if r.start >= end {
                 break;
@@ -470,10 +480,17 @@ impl TxLog {
             for (piece, pin) in r.pieces.iter().zip(r.pins.iter_mut()) {
                 let Some(p) = piece else { continue };
                 if pin.is_none() {
-                    match table.ext_region(&p.region) {
-                        Some(e) => *pin = Some(ExtPin::new(&e, || {})),
-                        None => return false,
-                    }
+                    let e = match cache {
+                        Some((reg, e)) if Arc::ptr_eq(reg, &p.region) => e.clone(),
+                        _ => match table.ext_region(&p.region) {
+                            Some(e) => {
+                                *cache = Some((p.region.clone(), e.clone()));
+                                e
+                            }
+                            None => return false,
+                        },
+                    };
+                    *pin = Some(ExtPin::new(&e, || {}));
                 }
             }
         }

@@ -430,6 +430,7 @@ impl<B: SegBuf> Connection<B> {
         self.tlp_at = None;
         while self.records.front().is_some_and(|&b| b <= self.snd_una) {
             self.records.pop_front();
+            self.records_popped += 1;
         }
         if self.acked_offset() > old_data {
             self.acked_event = true;

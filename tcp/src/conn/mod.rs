@@ -269,6 +269,10 @@ pub struct Connection<B> {
     app_end: u64,
     fin_queued: bool,
     records: VecDeque<u64>,
+    /// Records dropped from the front since the connection began (see `next_boundary`).
+    records_popped: u64,
+    /// The index (counted like `records_popped`) `next_boundary` last found.
+    records_hint: std::cell::Cell<u64>,
     syn_needed: bool,
 
     // Receive sequence space (absolute offsets from IRS).
@@ -438,6 +442,8 @@ impl<B: SegBuf> Connection<B> {
             app_end: 1,
             fin_queued: false,
             records: VecDeque::new(),
+            records_popped: 0,
+            records_hint: std::cell::Cell::new(0),
             syn_needed: true,
             irs: Seq32(0),
             rcv_nxt: 0,

@@ -156,8 +156,21 @@ impl<B: SegBuf> Connection<B> {
     }
 
     fn next_boundary(&self, from: u64) -> u64 {
-        let i = self.records.partition_point(|&b| b <= from);
-        self.records.get(i).copied().unwrap_or(u64::MAX)
+        // Segments are planned front to back: the first boundary past `from` is usually the
+        // one the last call found or the next (records_hint, counted from the stream's first
+        // record so acknowledgements do not move it); else a binary search over thousands of
+        // records in flight.
+        let at = |i: usize| self.records.get(i).copied();
+        let first_past = |i: usize| {
+            at(i).is_some_and(|b| b > from) && (i == 0 || at(i - 1).is_some_and(|b| b <= from))
+        };
+        let i = match self.records_hint.get().checked_sub(self.records_popped) {
+            Some(h) if first_past(h as usize) => h as usize,
+            Some(h) if first_past(h as usize + 1) => h as usize + 1,
+            _ => self.records.partition_point(|&b| b <= from),
+        };
+        self.records_hint.set(self.records_popped + i as u64);
+        at(i).unwrap_or(u64::MAX)
     }
 
     /// Choose the next sequence-consuming segment, if any.
@@ -602,5 +615,56 @@ impl<B: SegBuf> Connection<B> {
         }
         // Truncation impossible: clamped to 0xffff above.
         field as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::TcpConfig;
+    use crate::conn::{NoData, State};
+    use crate::testing::Pair;
+
+    /// The hinted `next_boundary` answers as a binary search does, for offsets front to back,
+    /// back to front, at random, and after acknowledged records are dropped from the front.
+    #[test]
+    fn next_boundary_with_hint_agrees_with_a_search() {
+        let mut p = Pair::new(TcpConfig::default(), TcpConfig::default(), 3);
+        let mut src = |_: u64, dst: &mut [u8]| dst.fill(7);
+        assert!(
+            p.drive(&mut src, &mut NoData, 10_000, |p| p.client().state()
+                == State::Established)
+        );
+        let c = p.client();
+        for k in 0..400u64 {
+            c.send_record(1 + (k * 37) % 1500).unwrap();
+        }
+        let search = |c: &crate::Connection<Vec<u8>>, from: u64| {
+            let i = c.records.partition_point(|&b| b <= from);
+            c.records.get(i).copied().unwrap_or(u64::MAX)
+        };
+        let mut x = 99u64;
+        for round in 0..4 {
+            let lo = c.records.front().copied().unwrap_or(0).saturating_sub(3);
+            let hi = c.records.back().copied().unwrap_or(0) + 3;
+            let mut froms: Vec<u64> = (lo..hi).collect();
+            if round % 2 == 1 {
+                froms.reverse();
+            }
+            for _ in 0..500 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                froms.push(lo + (x >> 33) % (hi - lo));
+            }
+            for from in froms {
+                assert_eq!(
+                    c.next_boundary(from),
+                    search(c, from),
+                    "round {round} from {from}"
+                );
+            }
+            for _ in 0..60 {
+                c.records.pop_front();
+                c.records_popped += 1;
+            }
+        }
     }
 }
