@@ -512,7 +512,12 @@ impl MemTable {
         if e.is_none() {
             tracing::info!("zero-copy transmit unavailable for a mapping: copying its payload");
         }
-        d.regions.insert(key, e.clone());
+        // Cached only while a registered region uses the mapping: a thread still sending from
+        // a region deregistered meanwhile gets a registration its pins alone keep (cached, it
+        // would keep the mapping and its DPDK registration until shutdown).
+        if d.users.contains_key(&key) {
+            d.regions.insert(key, e.clone());
+        }
         e
     }
 
@@ -860,6 +865,32 @@ mod tests {
             t.register(req(1, 7, &m, 8000, 500)).is_err(),
             "outside the mapping"
         );
+    }
+
+    #[test]
+    fn a_deregistered_mapping_is_not_kept_registered_for_zero_copy() {
+        use std::sync::atomic::AtomicUsize;
+        let t = MemTable::new(16, 3);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        t.set_dma_registrar(Box::new(move |_| {
+            c.fetch_add(1, Ordering::Relaxed);
+            None
+        }));
+        let m = HeapMemory::new(4096);
+        let k = t.register(req(1, 7, &m, 0, 4096)).unwrap();
+        let r = t.by_handle(k.lkey).unwrap();
+        // Registered: the outcome is cached per mapping.
+        assert!(t.ext_region(&r).is_none());
+        assert!(t.ext_region(&r).is_none());
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        // A thread still sending from it after the deregistration: not cached any more (a
+        // cached registration would keep the mapping until shutdown).
+        t.deregister(ClientId(1), k.lkey).unwrap();
+        assert!(t.ext_region(&r).is_none());
+        assert!(t.ext_region(&r).is_none());
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+        assert!(t.dma().regions.is_empty());
     }
 
     #[test]
