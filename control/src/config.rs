@@ -358,7 +358,8 @@ pub struct TcpSection {
     pub rto_undo: bool,
     /// SACK compression (Linux's `tcp_comp_sack_nr`): with a SACK peer, after three immediate
     /// ACKs for the same cumulative ACK, out-of-order segments that only add SACK blocks are
-    /// acknowledged together, at the latest after this many (0: off, every receive burst).
+    /// acknowledged together (once 16 segments are held), at the latest after this many (0:
+    /// off, every receive burst).
     pub sack_compress_segs: u32,
     /// Upper bound of the SACK compression delay in microseconds (Linux's
     /// `tcp_comp_sack_delay_ns`; the delay is RTT/20, at least 100 us).

@@ -277,10 +277,9 @@ impl Lcore {
 
         let idle = n == 0 && tx.is_empty();
         if !tx.is_empty() {
-            let before: u64 = tx.iter().map(|m| m.pkt_len() as u64).sum();
-            let sent = q.tx_burst(tx);
+            let (sent, bytes) = q.tx_burst_counted(tx);
             st.tx_packets += sent as u64;
-            st.tx_bytes += before - tx.iter().map(|m| m.pkt_len() as u64).sum::<u64>();
+            st.tx_bytes += bytes;
             // A full TX queue is back-pressure, not loss: keep the frames for the next
             // iteration, up to a bound; drop (and count) only beyond it.
             if tx.len() > TX_BACKLOG {

@@ -611,15 +611,26 @@ impl Queue {
     /// multi-segment TX, chains are first copied into one buffer (counted in [`QueueStats`]).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Mbuf>) -> usize {
+        self.tx_burst_counted(pkts).0
+    }
+
+    /// [`Queue::tx_burst`], also returning the bytes sent (`pkt_len` of the accepted frames,
+    /// read before each burst: only the frames offered to the device are touched, not a
+    /// backlog of thousands waiting behind a full ring).
+    #[inline]
+    pub fn tx_burst_counted(&mut self, pkts: &mut Vec<Mbuf>) -> (usize, u64) {
         if !self.port.info.tx_multi_seg {
             self.linearize_chains(pkts);
         }
         let mut sent_total = 0;
+        let mut bytes = 0u64;
         while !pkts.is_empty() {
             let k = pkts.len().min(MAX_BURST);
             let mut raw = [std::ptr::null_mut::<dpdk_sys::rte_mbuf>(); MAX_BURST];
-            for (r, m) in raw.iter_mut().zip(pkts.iter()) {
+            let mut lens = [0u32; MAX_BURST];
+            for ((r, l), m) in raw.iter_mut().zip(lens.iter_mut()).zip(pkts.iter()) {
                 *r = m.raw_ptr();
+                *l = m.pkt_len() as u32;
             }
             let guard = self.port.burst_lock.as_ref().map(BurstLock::lock);
             // SAFETY: raw holds k valid mbufs that we own; tx_burst takes ownership of the first
@@ -632,12 +643,13 @@ impl Queue {
             for m in pkts.drain(..sent) {
                 let _ = m.into_raw();
             }
+            bytes += lens[..sent].iter().map(|&l| u64::from(l)).sum::<u64>();
             sent_total += sent;
             if sent < k {
                 break;
             }
         }
-        sent_total
+        (sent_total, bytes)
     }
 
     #[cold]

@@ -121,7 +121,7 @@ pub struct TcpConfig {
     pub rto_undo: bool,
     /// SACK compression, as Linux's `tcp_comp_sack_nr`: while out-of-order data is held and
     /// only the SACK blocks would change (RCV.NXT unchanged, three SACK-bearing ACKs already
-    /// sent for it), the ACK for a newly held segment waits for the compression timer, up to
+    /// sent for it, at least 16 segments held), the ACK for a newly held segment waits for the compression timer, up to
     /// this many segments. 0: every receive burst that holds a new segment is acknowledged
     /// at once. Only with SACK: a peer without it counts duplicate ACKs (RFC 5681 §3.2), so
     /// each out-of-order segment still draws one.
