@@ -192,4 +192,9 @@ fn bursts_survive_the_peer_tearing_the_connection_down() {
     drop((qa, qb, a, b, pool));
     drop(eal);
     let _ = std::fs::remove_dir_all(&dir);
+    // EAL leaves its runtime directory behind.
+    let _ = std::fs::remove_dir_all(format!(
+        "/var/run/dpdk/iwt-memif-down-{}",
+        std::process::id()
+    ));
 }
