@@ -162,6 +162,24 @@ fn small_flights_are_not_compressed() {
     );
 }
 
+/// `sack_compress_min_held = 0`: a small flight is compressed like a large one.
+#[test]
+fn min_held_zero_compresses_small_flights() {
+    let (singles, e) = held_singles(10, 1461, 3);
+    let e1 = e + 1460;
+    run_est(
+        "0 cfg delack 40\n0 cfg sackcomp_held 0",
+        &format!(
+            r"{singles}
+13  < . {e}:{e1}(1460) ack 1 win 65535
+13  none
+13.1 > . 1:1(0) ack 1 <sack 1461:{e1}>
+13.1 stat sack_compressed 1
+"
+        ),
+    );
+}
+
 /// The cap on consecutive compressed segments (`sack_compress_segments`, Linux's
 /// `tcp_comp_sack_nr`): the Nth held segment while compressing draws the ACK at once.
 #[test]
