@@ -407,7 +407,7 @@ impl Default for TcpSection {
             rto_undo: true,
             sack_compress_segs: 44,
             sack_compress_delay_us: 1000,
-            sack_compress_min_held: 16,
+            sack_compress_min_held: 64,
             syn_backlog: 256,
             max_connections: 65536,
             max_listener_connections: 65536,

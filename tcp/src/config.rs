@@ -133,7 +133,8 @@ pub struct TcpConfig {
     /// loss-based sender at several percent loss keeps a few segments in flight) each ACK is
     /// one of few per flight and, with ACKs lost too, compressing them turns tail losses into
     /// the sender's retransmission timeouts (Linux CUBIC at 5 % loss: 2-3x the RTOs,
-    /// BENCHMARKS.md §2); a flight that leaves this many segments held can spare ACKs.
+    /// BENCHMARKS.md §2; at 1 % loss too with 16); a flight that leaves this many segments
+    /// held can spare ACKs.
     pub sack_compress_min_held: usize,
 }
 
@@ -285,7 +286,7 @@ impl Default for TcpConfig {
             rto_undo: true,
             sack_compress_segments: 44,
             sack_compress_delay: Duration::from_millis(1),
-            sack_compress_min_held: 16,
+            sack_compress_min_held: 64,
         }
     }
 }
