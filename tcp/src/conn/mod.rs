@@ -386,13 +386,6 @@ const MAX_DUPACKS_OWED: u32 = 64;
 /// `TCP_FASTRETRANS_THRESH`): a sender counting duplicate ACKs sees its three (RFC 5681 §3.2).
 const COMP_IMMEDIATE_ACKS: u32 = 3;
 
-/// Out-of-order segments held before SACK compression starts. With a small window (a loss-
-/// based sender at several percent loss keeps a few segments in flight) each ACK is one of
-/// few per flight and, with ACKs lost too, compressing them turned tail losses into the
-/// sender's retransmission timeouts (Linux CUBIC at 5 % loss: 2-3x the RTOs, BENCHMARKS.md
-/// §2); a flight that leaves this many segments held is large enough to spare ACKs.
-const COMP_MIN_HELD: usize = 16;
-
 /// Floor of the SACK compression delay: Linux's `tcp_comp_sack_slack_ns` (its timer fires up
 /// to this late); on a path of tens of microseconds RTT/20 alone would compress nothing.
 const COMP_MIN_DELAY: Duration = Duration::from_micros(100);
@@ -927,7 +920,7 @@ impl<B: SegBuf> Connection<B> {
     /// block. RFC 5681 §4.2 and RFC 9293 §3.10.7.4 ask for an immediate duplicate ACK; with
     /// SACK, like Linux (`__tcp_ack_snd_check`, `tcp_comp_sack_nr`), only the first
     /// [`COMP_IMMEDIATE_ACKS`] for each RCV.NXT go at once, and while fewer than
-    /// [`COMP_MIN_HELD`] segments are held every one does; later ones wait for the compression
+    /// [`TcpConfig::sack_compress_min_held`] segments are held every one does; later ones wait for the compression
     /// timer or [`TcpConfig::sack_compress_segments`] held segments, whichever comes first
     /// (the sender counts SACKed bytes, RFC 6675 §5 / RFC 8985, not ACKs, and a dense stream
     /// of SACK-only ACKs only costs it processing). Without SACK nothing changes: one pure
@@ -943,7 +936,7 @@ impl<B: SegBuf> Connection<B> {
             0
         };
         if acks < COMP_IMMEDIATE_ACKS
-            || self.rx.ooo_segments() < COMP_MIN_HELD
+            || self.rx.ooo_segments() < self.cfg.sack_compress_min_held
             || self.dupacks_owed > 0
             || self.ack_now
         {

@@ -7,7 +7,8 @@
 //!
 //! `<<` is an inbound segment of the same receive burst as the previous one (no poll in
 //! between). The handshake of [`crate::script::EST`] gives an RTT sample of 0, so the SACK
-//! compression delay is its 100 us floor; compression needs 16 segments held.
+//! compression delay is its 100 us floor; the compression scenarios lower
+//! `sack_compress_min_held` to 16 (the script window holds 44 segments).
 
 use crate::script::run_est;
 
@@ -115,7 +116,7 @@ fn held_singles(t: u32, from: u32, n: u32) -> (String, u32) {
 }
 
 /// SACK compression (Linux's `tcp_comp_sack_nr`, `tcp_comp_sack_delay_ns`): with RCV.NXT
-/// unchanged and a large flight held (16 segments), the first three SACK-bearing ACKs go at
+/// unchanged and a large flight held (16 segments here), the first three SACK-bearing ACKs go at
 /// once (a duplicate-ACK counting sender sees its three, RFC 5681 §3.2); after that a newly
 /// held segment's ACK waits for the compression delay (100 us here), and one ACK then
 /// carries every block.
@@ -125,7 +126,7 @@ fn sack_compression_after_three_immediate_acks() {
     let (singles, e) = held_singles(11, e, 2);
     let (e1, e2) = (e + 1460, e + 2920);
     run_est(
-        "0 cfg delack 40",
+        "0 cfg delack 40\n0 cfg sackcomp_held 16",
         &format!(
             r"{burst}{singles}
 // Compressed from here: two bursts of new blocks, one ACK when the delay runs out.
@@ -150,7 +151,7 @@ fn sack_compression_after_three_immediate_acks() {
     );
 }
 
-/// With a small flight (fewer than 16 segments held: a loss-based sender at high loss keeps
+/// With a small flight (fewer than `sack_compress_min_held` segments held: a loss-based sender at high loss keeps
 /// only a few in flight, and with ACKs lost too each one counts) nothing is compressed: every
 /// newly held segment draws its immediate ACK (RFC 5681 §4.2).
 #[test]
@@ -162,6 +163,24 @@ fn small_flights_are_not_compressed() {
     );
 }
 
+/// `sack_compress_min_held = 0`: a small flight is compressed like a large one.
+#[test]
+fn min_held_zero_compresses_small_flights() {
+    let (singles, e) = held_singles(10, 1461, 3);
+    let e1 = e + 1460;
+    run_est(
+        "0 cfg delack 40\n0 cfg sackcomp_held 0",
+        &format!(
+            r"{singles}
+13  < . {e}:{e1}(1460) ack 1 win 65535
+13  none
+13.1 > . 1:1(0) ack 1 <sack 1461:{e1}>
+13.1 stat sack_compressed 1
+"
+        ),
+    );
+}
+
 /// The cap on consecutive compressed segments (`sack_compress_segments`, Linux's
 /// `tcp_comp_sack_nr`): the Nth held segment while compressing draws the ACK at once.
 #[test]
@@ -170,7 +189,7 @@ fn sack_compression_cap_sends_at_once() {
     let (singles, e) = held_singles(11, e, 2);
     let (e1, e2, e3) = (e + 1460, e + 2920, e + 4380);
     run_est(
-        "0 cfg delack 40\n0 cfg sackcomp 3",
+        "0 cfg delack 40\n0 cfg sackcomp 3\n0 cfg sackcomp_held 16",
         &format!(
             r"{burst}{singles}
 13  < . {e}:{e1}(1460) ack 1 win 65535
@@ -194,7 +213,7 @@ fn dsack_is_not_compressed() {
     let (singles, e) = held_singles(11, e, 2);
     let e1 = e + 1460;
     run_est(
-        "0 cfg delack 40",
+        "0 cfg delack 40\n0 cfg sackcomp_held 16",
         &format!(
             r"{burst}{singles}
 13  < . {e}:{e1}(1460) ack 1 win 65535
