@@ -358,11 +358,16 @@ pub struct TcpSection {
     pub rto_undo: bool,
     /// SACK compression (Linux's `tcp_comp_sack_nr`): with a SACK peer, after three immediate
     /// ACKs for the same cumulative ACK, out-of-order segments that only add SACK blocks are
-    /// acknowledged together, at the latest after this many (0: off, every receive burst).
+    /// acknowledged together (once `sack_compress_min_held` are held), at the latest after
+    /// this many (0:
+    /// off, every receive burst).
     pub sack_compress_segs: u32,
     /// Upper bound of the SACK compression delay in microseconds (Linux's
     /// `tcp_comp_sack_delay_ns`; the delay is RTT/20, at least 100 us).
     pub sack_compress_delay_us: u64,
+    /// Out-of-order segments held before SACK compression starts (small flights are not
+    /// compressed: each of their few ACKs counts when ACKs are lost too).
+    pub sack_compress_min_held: usize,
     /// Half-open connections per listener before SYN cookies.
     pub syn_backlog: usize,
     /// Connections per dataplane thread.
@@ -402,6 +407,7 @@ impl Default for TcpSection {
             rto_undo: true,
             sack_compress_segs: 44,
             sack_compress_delay_us: 1000,
+            sack_compress_min_held: 64,
             syn_backlog: 256,
             max_connections: 65536,
             max_listener_connections: 65536,
@@ -813,6 +819,15 @@ impl Config {
                 format!(
                     "{} is too large, allowed 0 (off) ..=1024",
                     t.sack_compress_segs
+                ),
+            );
+        }
+        if t.sack_compress_min_held > 65536 {
+            return bad(
+                "sack_compress_min_held",
+                format!(
+                    "{} is too large, allowed 0..=65536",
+                    t.sack_compress_min_held
                 ),
             );
         }

@@ -536,6 +536,7 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
         rto_undo: t.rto_undo,
         sack_compress_segments: t.sack_compress_segs,
         sack_compress_delay: Duration::from_micros(t.sack_compress_delay_us),
+        sack_compress_min_held: t.sack_compress_min_held,
         ..TcpConfig::default()
     }
 }

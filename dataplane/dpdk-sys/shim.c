@@ -48,3 +48,70 @@ int shim_dev_is_vdev(const struct rte_device *dev) {
     const char *name = bus ? rte_bus_name(bus) : NULL;
     return name && strcmp(name, "vdev") == 0;
 }
+
+/* The device's arguments (what follows the name in --vdev), or NULL. */
+const char *shim_dev_args(const struct rte_device *dev) {
+    const struct rte_devargs *da = dev ? rte_dev_devargs(dev) : NULL;
+    return da ? da->args : NULL;
+}
+
+/* DPDK 22.11's net_memif tears a connection down from the EAL interrupt thread
+ * (memif_disconnect(): clear the connected flag, take pmd->cc_lock, ..., release it, close the
+ * queues' eventfds, munmap the shared regions) with nothing that waits for a burst in progress
+ * on another thread: a burst that passed the connected check reads unmapped memory (SIGSEGV)
+ * or a closed, possibly reused, fd. Holding cc_lock around each burst closes the race: a burst
+ * that holds it finishes before the teardown passes the lock, and one that takes it afterwards
+ * sees the flag cleared and returns before touching the rings or the fds.
+ *
+ * This returns &pmd->cc_lock.locked, found through public data only (the "rte_eth_dev_data"
+ * memzone, whose entry for the port is the one holding the port's name and the queue arrays
+ * rte_eth_fp_ops points to) and checked against what the port was created with (id, role,
+ * socket path); NULL when anything does not match (another DPDK version or layout). */
+struct shim_memif_head { /* struct pmd_internals, DPDK 22.11 drivers/net/memif/rte_eth_memif.h */
+    uint32_t id;
+    int role; /* 0 server, 1 client */
+    uint32_t flags;
+    char *socket_filename;
+    char secret[24];
+    void *cc;
+    rte_spinlock_t cc_lock;
+};
+
+int *shim_memif_disconnect_lock(uint16_t port, const char *name, uint32_t id, int role, const char *socket) {
+    /* struct rte_eth_dev_data (DPDK 22.11 ethdev_driver.h): name[64], rx_queues, tx_queues, queue
+     * counts, sriov, dev_private; cache-line aligned entries. */
+    const size_t rxq_at = 64, txq_at = 72, priv_at = 96, entry_align = 64;
+    const struct rte_memzone *mz;
+    const char *base;
+    void **rxq, **txq;
+    size_t off;
+    if (port >= RTE_MAX_ETHPORTS || name == NULL || socket == NULL)
+        return NULL;
+    if (strncmp(rte_version(), "DPDK 22.11", 10) != 0)
+        return NULL;
+    rxq = rte_eth_fp_ops[port].rxq.data;
+    txq = rte_eth_fp_ops[port].txq.data;
+    mz = rte_memzone_lookup("rte_eth_dev_data");
+    if (mz == NULL || mz->addr == NULL || rxq == NULL || txq == NULL)
+        return NULL;
+    base = mz->addr;
+    for (off = 0; off + priv_at + sizeof(void *) <= mz->len; off += entry_align) {
+        const char *d = base + off;
+        void *r, *t, *priv;
+        const struct shim_memif_head *h;
+        if (strncmp(d, name, RTE_ETH_NAME_MAX_LEN) != 0)
+            continue;
+        memcpy(&r, d + rxq_at, sizeof(r));
+        memcpy(&t, d + txq_at, sizeof(t));
+        memcpy(&priv, d + priv_at, sizeof(priv));
+        if (r != (void *)rxq || t != (void *)txq || priv == NULL)
+            continue;
+        h = priv;
+        if (h->id != id || h->role != role || (h->flags & ~0x1fu) != 0 ||
+            h->socket_filename == NULL || strcmp(h->socket_filename, socket) != 0 ||
+            (h->cc_lock.locked != 0 && h->cc_lock.locked != 1))
+            return NULL;
+        return (int *)&((struct shim_memif_head *)priv)->cc_lock.locked;
+    }
+    return NULL;
+}

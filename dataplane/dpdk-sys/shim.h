@@ -13,6 +13,9 @@
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_memory.h>
+#include <rte_memzone.h>
+#include <rte_devargs.h>
+#include <rte_spinlock.h>
 
 uint16_t shim_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t shim_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
@@ -45,4 +48,6 @@ int shim_link_up(uint16_t port, uint32_t *speed_mbps);
 int shim_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
 void shim_attach_extbuf(struct rte_mbuf *m, void *addr, uint64_t iova, uint16_t len, struct rte_mbuf_ext_shared_info *shinfo);
 int shim_dev_is_vdev(const struct rte_device *dev);
+const char *shim_dev_args(const struct rte_device *dev);
+int *shim_memif_disconnect_lock(uint16_t port, const char *name, uint32_t id, int role, const char *socket);
 #endif

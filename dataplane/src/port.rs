@@ -15,7 +15,7 @@ use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// Largest burst the poll loop asks for.
 pub const MAX_BURST: usize = 32;
@@ -103,6 +103,102 @@ struct PortInner {
     pool: Mempool,
     /// Queue pairs already handed out.
     taken: Vec<AtomicBool>,
+    /// net_memif only: the lock its teardown takes, held around every burst
+    /// ([`BurstLock`]).
+    burst_lock: Option<BurstLock>,
+}
+
+/// DPDK 22.11's net_memif tears a connection down (the peer went away, or reconnects) on the
+/// EAL interrupt thread: it clears its connected flag, takes its control-channel spinlock,
+/// releases it, closes the queues' eventfds and unmaps the shared rings and buffers, while a
+/// burst on a dataplane thread that already passed the connected check goes on reading them:
+/// SIGSEGV on unmapped memory, or a read/write on a closed (possibly reused) fd. Each burst
+/// holds that spinlock ([`Queue::rx_burst`], [`Queue::tx_burst`]): a burst that holds it
+/// finishes before the teardown gets past the lock; one that takes it afterwards sees the flag
+/// cleared and returns before touching anything (acquiring the lock orders it after the
+/// teardown's flag store). Found and checked by `shim_memif_disconnect_lock`; a port where the
+/// check fails runs without it (with a warning).
+#[derive(Debug)]
+struct BurstLock(NonNull<i32>);
+
+// SAFETY: a pointer to an int inside the PMD's private data, which lives until the port is
+// closed (PortInner's drop, after every Queue is gone); it is only accessed atomically.
+unsafe impl Send for BurstLock {}
+// SAFETY: see Send.
+unsafe impl Sync for BurstLock {}
+
+/// Holds the [`BurstLock`] until dropped.
+struct BurstGuard<'a>(&'a AtomicI32);
+
+impl BurstLock {
+    #[inline]
+    fn lock(&self) -> BurstGuard<'_> {
+        // SAFETY: the int lives while the port is open (see Send) and is 4-aligned (checked in
+        // `memif_burst_lock`); DPDK's rte_spinlock uses atomic exchanges and stores on it too.
+        let a = unsafe { AtomicI32::from_ptr(self.0.as_ptr()) };
+        // rte_spinlock_lock's protocol: exchange 1 in; spin reading while it is held.
+        while a.swap(1, Ordering::Acquire) != 0 {
+            while a.load(Ordering::Relaxed) != 0 {
+                std::hint::spin_loop();
+            }
+        }
+        BurstGuard(a)
+    }
+}
+
+impl Drop for BurstGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// What a net_memif device was created with: `id`, `role` (0 server, 1 client), `socket`
+/// (DPDK's defaults when absent: 0, server, `/run/memif.sock`). `None` for an unknown role.
+pub(crate) fn memif_identity(args: &str) -> Option<(u32, i32, String)> {
+    let (mut id, mut role, mut socket) = (0u32, 0i32, "/run/memif.sock".to_owned());
+    for kv in args.split(',') {
+        let Some((k, v)) = kv.split_once('=') else {
+            continue;
+        };
+        match k.trim() {
+            "id" => id = v.trim().parse().ok()?,
+            "role" => {
+                role = match v.trim() {
+                    "server" | "master" => 0,
+                    "client" | "slave" => 1,
+                    _ => return None,
+                }
+            }
+            "socket" => socket = v.trim().to_owned(),
+            _ => {}
+        }
+    }
+    Some((id, role, socket))
+}
+
+/// The net_memif teardown lock of started port `id` (see [`BurstLock`]), if it can be found
+/// and checked.
+fn memif_burst_lock(id: u16, name: &str, device: *mut dpdk_sys::rte_device) -> Option<BurstLock> {
+    // SAFETY: device is the probed device of a port we hold open (or NULL, which the shim
+    // checks); the args string is DPDK's, valid while the device exists; we copy it at once.
+    let args = unsafe {
+        let p = dpdk_sys::shim_dev_args(device);
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+    .unwrap_or_default();
+    let (mid, role, socket) = memif_identity(&args)?;
+    let cname = CString::new(name).ok()?;
+    let csock = CString::new(socket).ok()?;
+    // SAFETY: a started port; both strings are valid for the call; the shim only reads
+    // public ethdev data and the PMD's private data it validates before returning a pointer.
+    let p = unsafe {
+        dpdk_sys::shim_memif_disconnect_lock(id, cname.as_ptr(), mid, role, csock.as_ptr())
+    };
+    let p = NonNull::new(p)?;
+    (p.as_ptr() as usize)
+        .is_multiple_of(std::mem::align_of::<AtomicI32>())
+        .then_some(BurstLock(p))
 }
 
 // SAFETY: `device` is DPDK's device object, used only for DMA mapping calls, which are
@@ -296,6 +392,30 @@ impl Port {
         };
         tracing::info!(port = name, id, driver = %info.driver, rss, reta_programmed, tx_multi_seg, rx_scatter,
             max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac), "port started");
+        let unguarded = std::env::var_os("IWARP_MEMIF_UNGUARDED").is_some_and(|v| v == "1");
+        let burst_lock = if info.driver == "net_memif" && unguarded {
+            tracing::warn!(
+                port = name,
+                "IWARP_MEMIF_UNGUARDED=1: bursts do not hold net_memif's teardown lock (diagnostics only)"
+            );
+            None
+        } else if info.driver == "net_memif" {
+            let l = memif_burst_lock(id, name, dev_info.device);
+            if l.is_some() {
+                tracing::info!(
+                    port = name,
+                    "net_memif: bursts hold its teardown lock (a peer going away cannot unmap rings under a burst)"
+                );
+            } else {
+                tracing::warn!(
+                    port = name,
+                    "net_memif: its teardown lock was not found (not DPDK 22.11's layout?): a peer that disconnects while a burst runs may crash this process"
+                );
+            }
+            l
+        } else {
+            None
+        };
         Ok(Port {
             inner: Arc::new(PortInner {
                 info,
@@ -304,6 +424,7 @@ impl Port {
                 taken: (0..cfg.rx_queues.max(cfg.tx_queues))
                     .map(|_| AtomicBool::new(false))
                     .collect(),
+                burst_lock,
             }),
         })
     }
@@ -311,6 +432,11 @@ impl Port {
     /// What the driver reported.
     pub fn info(&self) -> &PortInfo {
         &self.inner.info
+    }
+
+    /// Whether bursts hold the driver's teardown lock (net_memif, see `BurstLock`).
+    pub fn burst_guarded(&self) -> bool {
+        self.inner.burst_lock.is_some()
     }
 
     /// The DPDK device behind the port (for DMA mapping).
@@ -462,11 +588,14 @@ impl Queue {
     #[inline]
     pub fn rx_burst(&mut self, out: &mut Vec<Mbuf>) -> usize {
         let mut raw = [std::ptr::null_mut::<dpdk_sys::rte_mbuf>(); MAX_BURST];
+        let guard = self.port.burst_lock.as_ref().map(BurstLock::lock);
         // SAFETY: raw has room for MAX_BURST pointers; the port/queue were set up and the queue
-        // is polled only through this &mut Queue, which exists once.
+        // is polled only through this &mut Queue, which exists once; a net_memif port's
+        // teardown waits for the guard (BurstLock).
         let n = unsafe {
             dpdk_sys::shim_rx_burst(self.id, self.queue, raw.as_mut_ptr(), MAX_BURST as u16)
         };
+        drop(guard);
         for &p in &raw[..usize::from(n)] {
             if let Some(p) = NonNull::new(p) {
                 // SAFETY: rx_burst hands us ownership of each returned mbuf; receive buffers
@@ -503,11 +632,14 @@ impl Queue {
                 *r = m.raw_ptr();
                 *l = m.pkt_len() as u32;
             }
+            let guard = self.port.burst_lock.as_ref().map(BurstLock::lock);
             // SAFETY: raw holds k valid mbufs that we own; tx_burst takes ownership of the first
-            // `sent` of them, which we then forget below.
+            // `sent` of them, which we then forget below; a net_memif port's teardown waits for
+            // the guard (BurstLock).
             let sent = usize::from(unsafe {
                 dpdk_sys::shim_tx_burst(self.id, self.queue, raw.as_mut_ptr(), k as u16)
             });
+            drop(guard);
             for m in pkts.drain(..sent) {
                 let _ = m.into_raw();
             }
@@ -598,4 +730,27 @@ pub fn fmt_mac(m: &[u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memif_identity;
+
+    #[test]
+    fn memif_identity_reads_the_device_args_with_dpdks_defaults() {
+        assert_eq!(
+            memif_identity("role=client,id=3,socket=/tmp/m.sock,socket-abstract=no"),
+            Some((3, 1, "/tmp/m.sock".to_owned()))
+        );
+        assert_eq!(
+            memif_identity(""),
+            Some((0, 0, "/run/memif.sock".to_owned()))
+        );
+        assert_eq!(
+            memif_identity("role=master"),
+            Some((0, 0, "/run/memif.sock".to_owned()))
+        );
+        assert_eq!(memif_identity("role=peer"), None);
+        assert_eq!(memif_identity("id=x"), None);
+    }
 }

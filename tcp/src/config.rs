@@ -121,7 +121,7 @@ pub struct TcpConfig {
     pub rto_undo: bool,
     /// SACK compression, as Linux's `tcp_comp_sack_nr`: while out-of-order data is held and
     /// only the SACK blocks would change (RCV.NXT unchanged, three SACK-bearing ACKs already
-    /// sent for it), the ACK for a newly held segment waits for the compression timer, up to
+    /// sent for it, at least `sack_compress_min_held` segments held), the ACK for a newly held segment waits for the compression timer, up to
     /// this many segments. 0: every receive burst that holds a new segment is acknowledged
     /// at once. Only with SACK: a peer without it counts duplicate ACKs (RFC 5681 §3.2), so
     /// each out-of-order segment still draws one.
@@ -129,6 +129,13 @@ pub struct TcpConfig {
     /// Upper bound on the SACK compression delay (Linux's `tcp_comp_sack_delay_ns`); the
     /// delay is a twentieth of the smoothed RTT within [100 us, this].
     pub sack_compress_delay: Duration,
+    /// Out-of-order segments held before SACK compression starts. With a small window (a
+    /// loss-based sender at several percent loss keeps a few segments in flight) each ACK is
+    /// one of few per flight and, with ACKs lost too, compressing them turns tail losses into
+    /// the sender's retransmission timeouts (Linux CUBIC at 5 % loss: 2-3x the RTOs,
+    /// BENCHMARKS.md §2; at 1 % loss too with 16); a flight that leaves this many segments
+    /// held can spare ACKs.
+    pub sack_compress_min_held: usize,
 }
 
 #[cfg(test)]
@@ -279,6 +286,7 @@ impl Default for TcpConfig {
             rto_undo: true,
             sack_compress_segments: 44,
             sack_compress_delay: Duration::from_millis(1),
+            sack_compress_min_held: 64,
         }
     }
 }

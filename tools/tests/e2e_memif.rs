@@ -369,3 +369,98 @@ fn a_stopping_daemon_resets_its_connections() {
         "{out_b}"
     );
 }
+
+/// The completions a CQ yields within `timeout` until `n` arrived, as (wr_id, status).
+fn completions(cq: &verbs::Cq, n: usize, timeout: Duration) -> Vec<(u64, verbs::WcStatus)> {
+    let deadline = Instant::now() + timeout;
+    let mut v = Vec::new();
+    while v.len() < n && Instant::now() < deadline {
+        if let Some(wc) = cq.wait_one(Duration::from_millis(50)).expect("poll the CQ") {
+            v.push((wc.wr_id(), wc.status()));
+        }
+    }
+    v.sort_by_key(|c| c.0);
+    v
+}
+
+/// Issue #7 follow-ups, through the daemons (IBV_WC_WR_FLUSH_ERR semantics: a QP in ERROR
+/// completes every posted WR flushed):
+/// (b) a QP whose active open is still in MPA startup (the server got the request but never
+///     answers it) moved to ERROR: the connect fails, the receive and the Send posted before
+///     complete flushed, and so does a receive posted afterwards;
+/// (a) a QP whose connection the peer closed: WRs posted after the end complete flushed.
+#[test]
+fn flushed_completions_through_the_daemons() {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use verbs::{Access, CmEvent, ConnParam, RecvWr, SendWr, WcStatus};
+    let _g = serial();
+    if !root_or_skip("flushed_completions_through_the_daemons") {
+        return;
+    }
+    let dir = TempDir::new("e2e-flush");
+    let (a, b) = daemons(&dir, "");
+    let t = Duration::from_secs(10);
+    let srv = verbs::Device::open(&a.spec).expect("open A");
+    let cli = verbs::Device::open(&b.spec).expect("open B");
+    let listen = srv.create_cm_id().unwrap();
+    let at = SocketAddrV4::new(A_IP.parse::<Ipv4Addr>().unwrap(), 7481);
+    listen.listen(at, 4).unwrap();
+    let pd = cli.alloc_pd().unwrap();
+    let cq = cli.create_cq(16, None).unwrap();
+    let mr = pd.alloc_mr(4096, Access::LOCAL_WRITE).unwrap();
+
+    // (b) flush during MPA startup.
+    let qp = pd.create_qp(&cq, &cq).build().unwrap();
+    qp.post_recv(&RecvWr::new(1, &[mr.sge(0, 64).unwrap()]))
+        .unwrap();
+    qp.post_send(&SendWr::send(2, &[mr.sge(64, 64).unwrap()]))
+        .unwrap();
+    let id = cli.create_cm_id().unwrap();
+    id.connect(&qp, at, &ConnParam::new()).unwrap();
+    let req = listen.get_request(t).expect("the MPA request reached A");
+    assert!(completions(&cq, 1, Duration::from_millis(300)).is_empty());
+    qp.modify_to_error().unwrap();
+    let ev = id.get_event(Some(t)).unwrap().expect("a CM event");
+    assert!(matches!(ev, CmEvent::ConnectFailed { .. }), "{ev:?}");
+    assert_eq!(
+        completions(&cq, 2, t),
+        vec![(1, WcStatus::Flushed), (2, WcStatus::Flushed)]
+    );
+    qp.post_recv(&RecvWr::new(3, &[mr.sge(0, 64).unwrap()]))
+        .unwrap();
+    assert_eq!(completions(&cq, 1, t), vec![(3, WcStatus::Flushed)]);
+    drop(req);
+    drop((id, qp));
+
+    // (a) posted after the connection is gone.
+    let qp = pd.create_qp(&cq, &cq).build().unwrap();
+    qp.post_recv(&RecvWr::new(10, &[mr.sge(0, 64).unwrap()]))
+        .unwrap();
+    let id = cli.create_cm_id().unwrap();
+    id.connect(&qp, at, &ConnParam::new()).unwrap();
+    let req = listen.get_request(t).expect("second request");
+    let spd = srv.alloc_pd().unwrap();
+    let scq = srv.create_cq(16, None).unwrap();
+    let sqp = spd.create_qp(&scq, &scq).build().unwrap();
+    req.id.accept(&sqp, &ConnParam::new()).unwrap();
+    id.wait_established(t).expect("established");
+    req.id.disconnect().unwrap();
+    let ev = id.get_event(Some(t)).unwrap().expect("a CM event");
+    assert!(matches!(ev, CmEvent::Disconnected { .. }), "{ev:?}");
+    // The receive posted before: flushed at the end.
+    assert_eq!(completions(&cq, 1, t), vec![(10, WcStatus::Flushed)]);
+    qp.post_send(&SendWr::send(11, &[mr.sge(64, 64).unwrap()]))
+        .unwrap();
+    qp.post_recv(&RecvWr::new(12, &[mr.sge(0, 64).unwrap()]))
+        .unwrap();
+    assert_eq!(
+        completions(&cq, 2, t),
+        vec![(11, WcStatus::Flushed), (12, WcStatus::Flushed)]
+    );
+    drop((req, id, qp, sqp, scq, spd, listen, mr, cq, pd));
+    drop((srv, cli));
+    all_freed(&a);
+    all_freed(&b);
+    a.stop();
+    b.stop();
+}

@@ -451,6 +451,49 @@ mod tests {
     }
 
     #[test]
+    fn a_flushed_qp_waits_for_room_in_the_cq_and_keeps_the_order() {
+        let mem = HeapMemory::new(64 * 1024);
+        let (b, layout) = binding(&mem);
+        let mut cqs = CqMap::new();
+        let io = QueueIo::bind(&QpQueues::Rings(b.clone()), 0, &mut cqs).unwrap();
+        let rm = RingMem::new(mem.clone()).unwrap();
+        let mut client_sq = Producer::<Wqe, _>::attach(rm.clone(), b.sq.offset, 8).unwrap();
+        let mut client_rq = Producer::<RecvWqe, _>::attach(rm.clone(), b.rq.offset, 8).unwrap();
+        let mut client_cq = CqConsumer::attach(rm, &layout).unwrap();
+        // One completion left over by the connection, then six WRs posted: the CQ holds 4.
+        let left = recv_flush(100);
+        let mut f = FlushedQp::new(io, VecDeque::from([left]));
+        for i in 0..3 {
+            client_sq.push(Wqe::new(i, WqeOpcode::Send, &[])).unwrap();
+            client_rq.push(RecvWqe::new(10 + i, &[])).unwrap();
+        }
+        f.step(QpNum(9), &mut cqs).unwrap();
+        let mut out = [Cqe::default(); 8];
+        assert_eq!(client_cq.poll(&mut out).unwrap(), 4, "the CQ was full");
+        let mut got: Vec<(u64, Option<CqeStatus>)> =
+            out[..4].iter().map(|c| (c.wr_id, c.status())).collect();
+        f.step(QpNum(9), &mut cqs).unwrap();
+        let n = client_cq.poll(&mut out).unwrap();
+        got.extend(out[..n].iter().map(|c| (c.wr_id, c.status())));
+        let fl = Some(CqeStatus::Flushed);
+        // The leftover first, then the send queue, then the receive queue, nothing lost.
+        assert_eq!(
+            got,
+            vec![
+                (100, fl),
+                (0, fl),
+                (1, fl),
+                (2, fl),
+                (10, fl),
+                (11, fl),
+                (12, fl)
+            ]
+        );
+        f.unbind(&mut cqs);
+        assert!(cqs.is_empty());
+    }
+
+    #[test]
     fn local_queues_pass_through() {
         let l = LocalQueues::default();
         let mut cqs = CqMap::new();

@@ -925,7 +925,8 @@ impl<B: SegBuf> Connection<B> {
     /// A segment was held out of order (RCV.NXT unchanged): owe an ACK carrying its SACK
     /// block. RFC 5681 §4.2 and RFC 9293 §3.10.7.4 ask for an immediate duplicate ACK; with
     /// SACK, like Linux (`__tcp_ack_snd_check`, `tcp_comp_sack_nr`), only the first
-    /// [`COMP_IMMEDIATE_ACKS`] for each RCV.NXT go at once, later ones wait for the compression
+    /// [`COMP_IMMEDIATE_ACKS`] for each RCV.NXT go at once, and while fewer than
+    /// [`TcpConfig::sack_compress_min_held`] segments are held every one does; later ones wait for the compression
     /// timer or [`TcpConfig::sack_compress_segments`] held segments, whichever comes first
     /// (the sender counts SACKed bytes, RFC 6675 §5 / RFC 8985, not ACKs, and a dense stream
     /// of SACK-only ACKs only costs it processing). Without SACK nothing changes: one pure
@@ -940,8 +941,13 @@ impl<B: SegBuf> Connection<B> {
         } else {
             0
         };
-        if acks < COMP_IMMEDIATE_ACKS || self.dupacks_owed > 0 || self.ack_now {
-            // Still among the first ACKs for this RCV.NXT, or an ACK goes out anyway.
+        if acks < COMP_IMMEDIATE_ACKS
+            || self.rx.ooo_segments() < self.cfg.sack_compress_min_held
+            || self.dupacks_owed > 0
+            || self.ack_now
+        {
+            // Still among the first ACKs for this RCV.NXT, a small flight, or an ACK goes
+            // out anyway.
             return self.owe_dupack();
         }
         self.comp_segs += 1;

@@ -7,7 +7,8 @@
 //!
 //! `<<` is an inbound segment of the same receive burst as the previous one (no poll in
 //! between). The handshake of [`crate::script::EST`] gives an RTT sample of 0, so the SACK
-//! compression delay is its 100 us floor.
+//! compression delay is its 100 us floor; the compression scenarios lower
+//! `sack_compress_min_held` to 16 (the script window holds 44 segments).
 
 use crate::script::run_est;
 
@@ -86,36 +87,97 @@ fn without_sack_each_out_of_order_segment_draws_a_dupack() {
     );
 }
 
+/// Script lines: at `t`, one burst of `n` out-of-order segments from sequence 1461 (the
+/// first segment, 1:1461, is missing), and our one SACK-bearing ACK for it; returns the lines
+/// and the end of the held data.
+fn held_burst(t: u32, n: u32) -> (String, u32) {
+    let mut s = String::new();
+    let end = 1461 + n * 1460;
+    for i in 0..n {
+        let a = 1461 + i * 1460;
+        let dir = if i == 0 { "<" } else { "<<" };
+        s += &format!("{t} {dir} . {a}:{}(1460) ack 1 win 65535\n", a + 1460);
+    }
+    s += &format!("{t} > . 1:1(0) ack 1 <sack 1461:{end}>\n");
+    (s, end)
+}
+
+/// Script lines: from `t` ms, one out-of-order segment per ms from `from`, each drawing an
+/// immediate ACK whose first block grows; returns the lines and the new end.
+fn held_singles(t: u32, from: u32, n: u32) -> (String, u32) {
+    let mut s = String::new();
+    let mut end = from;
+    for i in 0..n {
+        s += &format!("{} < . {end}:{}(1460) ack 1 win 65535\n", t + i, end + 1460);
+        end += 1460;
+        s += &format!("{} > . 1:1(0) ack 1 <sack 1461:{end}>\n", t + i);
+    }
+    (s, end)
+}
+
 /// SACK compression (Linux's `tcp_comp_sack_nr`, `tcp_comp_sack_delay_ns`): with RCV.NXT
-/// unchanged, the first three SACK-bearing ACKs go at once (a duplicate-ACK counting sender
-/// sees its three, RFC 5681 §3.2); after that a newly held segment's ACK waits for the
-/// compression delay (100 us here), and one ACK then carries every block.
+/// unchanged and a large flight held (16 segments here), the first three SACK-bearing ACKs go at
+/// once (a duplicate-ACK counting sender sees its three, RFC 5681 §3.2); after that a newly
+/// held segment's ACK waits for the compression delay (100 us here), and one ACK then
+/// carries every block.
 #[test]
 fn sack_compression_after_three_immediate_acks() {
+    let (burst, e) = held_burst(10, 16);
+    let (singles, e) = held_singles(11, e, 2);
+    let (e1, e2) = (e + 1460, e + 2920);
+    run_est(
+        "0 cfg delack 40\n0 cfg sackcomp_held 16",
+        &format!(
+            r"{burst}{singles}
+// Compressed from here: two bursts of new blocks, one ACK when the delay runs out.
+13  < . {e}:{e1}(1460) ack 1 win 65535
+13  none
+13.05 < . {e1}:{e2}(1460) ack 1 win 65535
+13.05 none
+13.1 > . 1:1(0) ack 1 <sack 1461:{e2}>
+13.1 stat sack_compressed 2
+// RFC 5681 §4.2: a segment that fills the gap is acknowledged at once, and the new RCV.NXT
+// gets its three immediate ACKs again.
+20  < . 1:1461(1460) ack 1 win 65535
+20  > . 1:1(0) ack {e2}
+20  read {r}
+30  < . {f}:{f1}(1460) ack 1 win 65535
+30  > . 1:1(0) ack {e2} <sack {f}:{f1}>
+",
+            r = e2 - 1,
+            f = e2 + 1460,
+            f1 = e2 + 2920,
+        ),
+    );
+}
+
+/// With a small flight (fewer than `sack_compress_min_held` segments held: a loss-based sender at high loss keeps
+/// only a few in flight, and with ACKs lost too each one counts) nothing is compressed: every
+/// newly held segment draws its immediate ACK (RFC 5681 §4.2).
+#[test]
+fn small_flights_are_not_compressed() {
+    let (singles, _) = held_singles(10, 1461, 8);
     run_est(
         "0 cfg delack 40",
-        r"
-10  < . 1461:2921(1460) ack 1 win 65535
-10  > . 1:1(0) ack 1 <sack 1461:2921>
-11  < . 2921:4381(1460) ack 1 win 65535
-11  > . 1:1(0) ack 1 <sack 1461:4381>
-12  < . 4381:5841(1460) ack 1 win 65535
-12  > . 1:1(0) ack 1 <sack 1461:5841>
-// Compressed from here: two bursts of new blocks, one ACK when the delay runs out.
-13  < . 5841:7301(1460) ack 1 win 65535
+        &format!("{singles}20 stat sack_compressed 0\n"),
+    );
+}
+
+/// `sack_compress_min_held = 0`: a small flight is compressed like a large one.
+#[test]
+fn min_held_zero_compresses_small_flights() {
+    let (singles, e) = held_singles(10, 1461, 3);
+    let e1 = e + 1460;
+    run_est(
+        "0 cfg delack 40\n0 cfg sackcomp_held 0",
+        &format!(
+            r"{singles}
+13  < . {e}:{e1}(1460) ack 1 win 65535
 13  none
-13.05 < . 7301:8761(1460) ack 1 win 65535
-13.05 none
-13.1 > . 1:1(0) ack 1 <sack 1461:8761>
-13.1 stat sack_compressed 2
-// RFC 5681 §4.2: a segment that fills the gap (part of it) is acknowledged at once, and the
-// new RCV.NXT gets its three immediate ACKs again.
-20  < . 1:1461(1460) ack 1 win 65535
-20  > . 1:1(0) ack 8761
-20  read 8760
-30  < . 10221:11681(1460) ack 1 win 65535
-30  > . 1:1(0) ack 8761 <sack 10221:11681>
-",
+13.1 > . 1:1(0) ack 1 <sack 1461:{e1}>
+13.1 stat sack_compressed 1
+"
+        ),
     );
 }
 
@@ -123,24 +185,23 @@ fn sack_compression_after_three_immediate_acks() {
 /// `tcp_comp_sack_nr`): the Nth held segment while compressing draws the ACK at once.
 #[test]
 fn sack_compression_cap_sends_at_once() {
+    let (burst, e) = held_burst(10, 16);
+    let (singles, e) = held_singles(11, e, 2);
+    let (e1, e2, e3) = (e + 1460, e + 2920, e + 4380);
     run_est(
-        "0 cfg delack 40\n0 cfg sackcomp 3",
-        r"
-10  < . 1461:2921(1460) ack 1 win 65535
-10  > . 1:1(0) ack 1 <sack 1461:2921>
-11  < . 2921:4381(1460) ack 1 win 65535
-11  > . 1:1(0) ack 1 <sack 1461:4381>
-12  < . 4381:5841(1460) ack 1 win 65535
-12  > . 1:1(0) ack 1 <sack 1461:5841>
-13  < . 5841:7301(1460) ack 1 win 65535
+        "0 cfg delack 40\n0 cfg sackcomp 3\n0 cfg sackcomp_held 16",
+        &format!(
+            r"{burst}{singles}
+13  < . {e}:{e1}(1460) ack 1 win 65535
 13  none
-13.01 < . 7301:8761(1460) ack 1 win 65535
+13.01 < . {e1}:{e2}(1460) ack 1 win 65535
 13.01 none
-13.02 < . 8761:10221(1460) ack 1 win 65535
-13.02 > . 1:1(0) ack 1 <sack 1461:10221>
+13.02 < . {e2}:{e3}(1460) ack 1 win 65535
+13.02 > . 1:1(0) ack 1 <sack 1461:{e3}>
 13.02 stat sack_compressed 2
 13.5 none
-",
+"
+        ),
     );
 }
 
@@ -148,40 +209,31 @@ fn sack_compression_cap_sends_at_once() {
 /// new blocks are being compressed, and carries those blocks too.
 #[test]
 fn dsack_is_not_compressed() {
+    let (burst, e) = held_burst(10, 16);
+    let (singles, e) = held_singles(11, e, 2);
+    let e1 = e + 1460;
     run_est(
-        "0 cfg delack 40",
-        r"
-10  < . 1461:2921(1460) ack 1 win 65535
-10  > . 1:1(0) ack 1 <sack 1461:2921>
-11  < . 2921:4381(1460) ack 1 win 65535
-11  > . 1:1(0) ack 1 <sack 1461:4381>
-12  < . 4381:5841(1460) ack 1 win 65535
-12  > . 1:1(0) ack 1 <sack 1461:5841>
-13  < . 5841:7301(1460) ack 1 win 65535
+        "0 cfg delack 40\n0 cfg sackcomp_held 16",
+        &format!(
+            r"{burst}{singles}
+13  < . {e}:{e1}(1460) ack 1 win 65535
 13  none
 13.01 < . 2921:4381(1460) ack 1 win 65535
-13.01 > . 1:1(0) ack 1 <sack 2921:4381 1461:7301>
-",
+13.01 > . 1:1(0) ack 1 <sack 2921:4381 1461:{e1}>
+"
+        ),
     );
 }
 
 /// `sack_compress_segments = 0` turns compression off: every poll that holds a new segment
-/// draws its ACK (one per burst).
+/// draws its ACK (one per burst), large flight or not.
 #[test]
 fn sack_compression_off() {
+    let (burst, e) = held_burst(10, 16);
+    let (singles, _) = held_singles(11, e, 4);
     run_est(
         "0 cfg delack 40\n0 cfg sackcomp 0",
-        r"
-10  < . 1461:2921(1460) ack 1 win 65535
-10  > . 1:1(0) ack 1 <sack 1461:2921>
-11  < . 2921:4381(1460) ack 1 win 65535
-11  > . 1:1(0) ack 1 <sack 1461:4381>
-12  < . 4381:5841(1460) ack 1 win 65535
-12  > . 1:1(0) ack 1 <sack 1461:5841>
-13  < . 5841:7301(1460) ack 1 win 65535
-13  > . 1:1(0) ack 1 <sack 1461:7301>
-13  stat sack_compressed 0
-",
+        &format!("{burst}{singles}20 stat sack_compressed 0\n"),
     );
 }
 

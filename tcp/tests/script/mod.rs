@@ -11,7 +11,7 @@
 //!                           //   rto_init MS|rto_min MS|rto_min_bulk MS|retries N|isn N (peer ISN)|ooo N|
 //!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)|
 //!                           //   finwait2 MS|bbr|prr on|off (RFC 6937)|
-//!                           //   hystart on|off (RFC 9406)|sackcomp N|sackcomp_delay_us N
+//!                           //   hystart on|off (RFC 9406)|sackcomp N|sackcomp_delay_us N|sackcomp_held N
 //!                           //   (SACK compression, `TcpConfig::sack_compress_*`)
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
@@ -627,6 +627,7 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["hystart", "off"] => r.cfg.hystart = false,
             ["prr", "off"] => r.cfg.prr = false,
             ["sackcomp", n] => r.cfg.sack_compress_segments = num(r, Some(n)),
+            ["sackcomp_held", n] => r.cfg.sack_compress_min_held = num(r, Some(n)),
             ["sackcomp_delay_us", n] => {
                 r.cfg.sack_compress_delay = netcore::Duration::from_micros(num(r, Some(n)))
             }
