@@ -18,6 +18,7 @@
 #       variant (default "ours=$BIN/iwarpd"), e.g. an older build or a [tcp] key changed:
 #       VARIANTS="new=target/release/iwarpd old=/tmp/iwarpd-old,tcp.rto_min_ms=200"
 #   MEMIF=1           also run the memif case  PATHS="iperf rx tx" which paths to run
+#   PMD=af_packet     iwarpd's port on the veth: af_packet or af_xdp
 #   CAPTURE=dir       tcpdump (headers) on the kernel side of every run into dir/<case>.pcap
 #   LOGDIR=dir        keep iwarpd's logs (stats at exit) there (RUST_LOG=tcp::conn::timer=trace: RTO events)
 #   PROFILE=dir       while Linux sends (iperf and rx cases): perf record -a -g (both CPUs,
@@ -148,12 +149,23 @@ vbin() { local r=${1#*=}; echo "${r%%,*}"; }
 vtcp() { local r=${1#*=}; [[ $r == *,* ]] || return 0; r=${r#*,}; tr ',' '\n' <<< "$r" | sed -e 's/^tcp\.//'; }
 vtag() { [[ $(wc -w <<< "$VARIANTS") -gt 1 ]] && echo " variant=$(vlabel "$1")" || true; }
 
+# iwarpd's port on the veth: PMD=af_packet (default) or af_xdp (generic XDP in copy mode, about
+# 1.6x af_packet's frame rate on a veth here: DPDK.md).
+pmd_device() {
+    case ${PMD:-af_packet} in
+        af_packet) echo "net_af_packet0,iface=vbd,framecnt=8192" ;;
+        af_xdp) echo "net_af_xdp0,iface=vbd,start_queue=0,queue_count=1" ;;
+        *) echo "bench-tcp: PMD must be af_packet or af_xdp, not '$PMD'" >&2; exit 2 ;;
+    esac
+}
+pmd_device > /dev/null || exit 2
+
 iwarpd_conf() { # name cc variant diag
     cat > "$work/$1.toml" <<EOT
 [eal]
 file_prefix = "iwb-$1-$$"
 [port]
-device = "net_af_packet0,iface=vbd,framecnt=8192"
+device = "$(pmd_device)"
 ip = "10.79.0.2/24"
 [dataplane]
 cores = [1]
