@@ -6,6 +6,9 @@
 //! EAL can be initialised once per process, so this binary has a single test that runs the
 //! phases in order on one thread (the EAL main thread).
 
+mod common;
+
+use common::is_root;
 use dataplane::eal::{Eal, ShutdownOutcome, shutdown_outcome};
 use dataplane::extbuf::{AlignedBuf, AttachError, ExtPin, ExtRegion, ExternalMemory};
 use dataplane::mbuf::Mbuf;
@@ -14,11 +17,6 @@ use dataplane::port::{Port, PortConfig, Queue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    let out = std::process::Command::new("id").arg("-u").output();
-    out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
 
 fn port_cfg() -> PortConfig {
     PortConfig {
@@ -78,23 +76,9 @@ fn mbufs_chains_extbufs_and_ownership() {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let sock = dir.join("memif.sock");
     let _ = std::fs::remove_file(&sock);
-    let args: Vec<String> = vec![
-        "--no-huge".into(),
-        "-m".into(),
-        "256".into(),
-        "--no-pci".into(),
-        "--no-telemetry".into(),
-        format!("--file-prefix=iwt-dpdk-mbuf-{}", std::process::id()),
-        format!(
-            "--vdev=net_memif0,role=server,id=0,socket={},socket-abstract=no",
-            sock.display()
-        ),
-        format!(
-            "--vdev=net_memif1,role=client,id=0,socket={},socket-abstract=no",
-            sock.display()
-        ),
-        "--vdev=net_null0".into(),
-    ];
+    let mut vdevs = common::memif_pair_vdevs(&sock);
+    vdevs.push("net_null0".into());
+    let args = common::eal_args("dpdk-mbuf", &vdevs);
     let eal = Eal::init(&args).expect("EAL");
     assert!(Eal::init(&args).is_err(), "EAL initialised twice");
     let pool = Mempool::new(&eal, "t_pool", 4095, 0, 2048 + 128, -1).expect("pool");

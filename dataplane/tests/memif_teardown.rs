@@ -13,6 +13,9 @@
 //! `IWARP_MEMIF_UNGUARDED=1` runs the same without the lock (to watch the race; expect a crash
 //! sooner or later).
 
+mod common;
+
+use common::is_root;
 use dataplane::eal::Eal;
 use dataplane::mbuf::Mbuf;
 use dataplane::mempool::Mempool;
@@ -23,11 +26,6 @@ use std::time::{Duration, Instant};
 
 /// Stop/start cycles of the client port.
 const CYCLES: u32 = 150;
-
-fn is_root() -> bool {
-    let out = std::process::Command::new("id").arg("-u").output();
-    out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
 
 fn port_cfg() -> PortConfig {
     PortConfig {
@@ -101,22 +99,8 @@ fn bursts_survive_the_peer_tearing_the_connection_down() {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let sock = dir.join("memif.sock");
     let _ = std::fs::remove_file(&sock);
-    let args: Vec<String> = vec![
-        "--no-huge".into(),
-        "-m".into(),
-        "256".into(),
-        "--no-pci".into(),
-        "--no-telemetry".into(),
-        format!("--file-prefix=iwt-memif-down-{}", std::process::id()),
-        format!(
-            "--vdev=net_memif0,role=server,id=0,socket={},socket-abstract=no",
-            sock.display()
-        ),
-        format!(
-            "--vdev=net_memif1,role=client,id=0,socket={},socket-abstract=no",
-            sock.display()
-        ),
-    ];
+    let vdevs = common::memif_pair_vdevs(&sock);
+    let args = common::eal_args("memif-down", &vdevs);
     let eal = Eal::init(&args).expect("EAL");
     let pool = Mempool::new(&eal, "t_pool", 8191, 0, 2048 + 128, -1).expect("pool");
     let a = Port::start("net_memif0", &port_cfg(), &pool).expect("port a");

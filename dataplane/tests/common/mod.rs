@@ -64,10 +64,10 @@ pub fn deliver(
     }
 }
 
-/// EAL for a test without a port (`--no-huge`, 256 MiB, no PCI) under the file prefix
-/// `iwt-<tag>-<pid>`; [`remove_runtime_dir`] removes what EAL leaves of it.
-pub fn eal_no_huge(tag: &str) -> Eal {
-    let args: Vec<String> = vec![
+/// EAL arguments of a test: `--no-huge`, 256 MiB, no PCI, the file prefix `iwt-<tag>-<pid>`
+/// (see [`remove_runtime_dir`]), then `vdevs` as `--vdev=` arguments.
+pub fn eal_args(tag: &str, vdevs: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
         "--no-huge".into(),
         "-m".into(),
         "256".into(),
@@ -75,7 +75,22 @@ pub fn eal_no_huge(tag: &str) -> Eal {
         "--no-telemetry".into(),
         format!("--file-prefix=iwt-{tag}-{}", std::process::id()),
     ];
-    Eal::init(&args).expect("EAL")
+    args.extend(vdevs.iter().map(|v| format!("--vdev={v}")));
+    args
+}
+
+/// A memif pair in one process over the socket file `sock`: `net_memif0` (server) and
+/// `net_memif1` (client).
+pub fn memif_pair_vdevs(sock: &std::path::Path) -> Vec<String> {
+    ["net_memif0,role=server", "net_memif1,role=client"]
+        .iter()
+        .map(|d| format!("{d},id=0,socket={},socket-abstract=no", sock.display()))
+        .collect()
+}
+
+/// EAL for a test without a port ([`eal_args`] with no device).
+pub fn eal_no_huge(tag: &str) -> Eal {
+    Eal::init(&eal_args(tag, &[])).expect("EAL")
 }
 
 /// Remove EAL's runtime directory of [`eal_no_huge`]`(tag)`.
