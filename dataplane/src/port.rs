@@ -201,6 +201,39 @@ fn memif_burst_lock(id: u16, name: &str, device: *mut dpdk_sys::rte_device) -> O
         .then_some(BurstLock(p))
 }
 
+/// The teardown lock a port's bursts hold: net_memif's (see [`BurstLock`]) unless
+/// `IWARP_MEMIF_UNGUARDED=1`; `None` for other drivers or when it cannot be found.
+fn burst_lock_for(
+    driver: &str,
+    id: u16,
+    name: &str,
+    device: *mut dpdk_sys::rte_device,
+) -> Option<BurstLock> {
+    if driver != "net_memif" {
+        return None;
+    }
+    if std::env::var_os("IWARP_MEMIF_UNGUARDED").is_some_and(|v| v == "1") {
+        tracing::warn!(
+            port = name,
+            "IWARP_MEMIF_UNGUARDED=1: bursts do not hold net_memif's teardown lock (diagnostics only)"
+        );
+        return None;
+    }
+    let l = memif_burst_lock(id, name, device);
+    if l.is_some() {
+        tracing::info!(
+            port = name,
+            "net_memif: bursts hold its teardown lock (a peer going away cannot unmap rings under a burst)"
+        );
+    } else {
+        tracing::warn!(
+            port = name,
+            "net_memif: its teardown lock was not found (not DPDK 22.11's layout?): a peer that disconnects while a burst runs may crash this process"
+        );
+    }
+    l
+}
+
 // SAFETY: `device` is DPDK's device object, used only for DMA mapping calls, which are
 // thread-safe; everything else is plain data, atomics or thread-safe handles. Ethdev control
 // calls (stats, link, xstats) may be made from any thread while queues are polled.
@@ -392,30 +425,7 @@ impl Port {
         };
         tracing::info!(port = name, id, driver = %info.driver, rss, reta_programmed, tx_multi_seg, rx_scatter,
             max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac), "port started");
-        let unguarded = std::env::var_os("IWARP_MEMIF_UNGUARDED").is_some_and(|v| v == "1");
-        let burst_lock = if info.driver == "net_memif" && unguarded {
-            tracing::warn!(
-                port = name,
-                "IWARP_MEMIF_UNGUARDED=1: bursts do not hold net_memif's teardown lock (diagnostics only)"
-            );
-            None
-        } else if info.driver == "net_memif" {
-            let l = memif_burst_lock(id, name, dev_info.device);
-            if l.is_some() {
-                tracing::info!(
-                    port = name,
-                    "net_memif: bursts hold its teardown lock (a peer going away cannot unmap rings under a burst)"
-                );
-            } else {
-                tracing::warn!(
-                    port = name,
-                    "net_memif: its teardown lock was not found (not DPDK 22.11's layout?): a peer that disconnects while a burst runs may crash this process"
-                );
-            }
-            l
-        } else {
-            None
-        };
+        let burst_lock = burst_lock_for(&info.driver, id, name, dev_info.device);
         Ok(Port {
             inner: Arc::new(PortInner {
                 info,
