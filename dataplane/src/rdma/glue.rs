@@ -75,7 +75,9 @@ const TCP_HDR_MAX: usize = 60;
 /// them, the payload attached by reference to the registered region, the pad and CRC in a
 /// small mbuf behind it. The TCP checksum comes from the sum the FPDU log computed with the
 /// CRC. Payload whose mapping cannot be registered with DPDK, and frames shorter than the
-/// Ethernet minimum, are copied instead.
+/// Ethernet minimum, are copied instead. `spare`: an mbuf kept from an attempt that had
+/// nothing to send, used (and refilled) before the pool is asked.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_zero_copy(
     now: Instant,
     h: ConnHandle,
@@ -83,9 +85,10 @@ pub(crate) fn emit_zero_copy(
     tcp: &mut Endpoint<Mbuf>,
     iface: &mut Iface,
     pool: &Mempool,
+    spare: &mut Option<Mbuf>,
 ) -> Emitted {
     let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
-    let Some(mut m) = pool.alloc() else {
+    let Some(mut m) = spare.take().or_else(|| pool.alloc()) else {
         return Emitted::NoMbuf;
     };
     m.set_len(0);
@@ -94,9 +97,13 @@ pub(crate) fn emit_zero_copy(
     };
     let table = engine.mem().clone();
     let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
+        *spare = Some(m);
         return Emitted::Nothing;
     };
     let Some(t) = c.poll_transmit_header(now, &mut buf[hdr..], log) else {
+        // A connection serviced without output (every loop step in which its queues were
+        // looked at): keep the mbuf rather than free and allocate one each time.
+        *spare = Some(m);
         return Emitted::Nothing;
     };
     let plen = (t.payload.end - t.payload.start) as usize;
