@@ -16,7 +16,8 @@
 #   way: this machine is shared), XDP_DESC (af_xdp rx/tx descriptors; default the config's
 #   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=0"), PROFILE (a directory:
 #   `perf record -a -g` while the client runs, in each run whose name matches the glob PROFILE_MATCH,
-#   default the round-1 af_xdp write_bw).
+#   default the round-1 af_xdp write_bw; with PROFILE_EVENTS, a comma-separated event list,
+#   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
@@ -89,7 +90,11 @@ rdma() { # name wire test args...: wire memif (a.toml/b.toml) or afxdp (xa/xb in
     # shellcheck disable=SC2053 # PROFILE_MATCH is a glob
     if [[ -n ${PROFILE:-} && $name == ${PROFILE_MATCH:-write_bw_64k_afxdp.r1} ]]; then
         mkdir -p "$PROFILE"
-        timeout -k 5 "$RUN_TIMEOUT" perf record -a -g -o "$PROFILE/$name.perf.data" -- sleep "$RUN_TIMEOUT" > /dev/null 2>&1 & prof=$!
+        if [[ -n ${PROFILE_EVENTS:-} ]]; then
+            timeout -k 5 "$RUN_TIMEOUT" perf stat -a -e "$PROFILE_EVENTS" -o "$PROFILE/$name.perf.stat" -- sleep "$RUN_TIMEOUT" > /dev/null 2>&1 & prof=$!
+        else
+            timeout -k 5 "$RUN_TIMEOUT" perf record -a -g -o "$PROFILE/$name.perf.data" -- sleep "$RUN_TIMEOUT" > /dev/null 2>&1 & prof=$!
+        fi
         pids+=($prof); sleep 0.5
     fi
     if ! "${sb[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" -d "$work/$cb.toml" "$@" \
