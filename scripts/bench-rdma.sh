@@ -8,7 +8,8 @@
 #   kernel: TCP between the same two namespaces over the same veth, MTU 1500 (iwarp-perf
 #           tcp_bw/tcp_lat, iperf3 single stream, CUBIC like our stacks' default).
 # One JSON per run under OUT (default results/bench-rdma-<date>/), the medians and ratios printed
-# at the end (and kept in OUT/summary.txt); then one write_bw sweep (-a) with --plot.
+# at the end (and kept in OUT/summary.txt); then one write_bw, read_bw and send_bw sweep (-a,
+# memif, CRC on) each with --plot.
 # Environment: ROUNDS (3), ITERS_BW (5000), ITERS_LAT (5000), SWEEP_ITERS (200), OUT, BIN,
 #   WIRES ("memif afxdp"), SETS ("bw lat sweep": which groups run), RUN_TIMEOUT (120 s per
 #   process), LOAD_MAX/LOAD_WAIT (before each round wait up to LOAD_WAIT s, default 300, for
@@ -97,6 +98,7 @@ rdma() { # name wire test args...: wire memif (a.toml/b.toml) or afxdp (xa/xb in
         echo "bench-rdma: $name FAILED"; tail -n 5 "$work/c.err" "$work/s.err"; kill "$sp" 2>/dev/null || true
     fi
     wait "$sp" || true; unset 'pids[-1]'
+    cp "$work/c.out" "$OUT/$name.out" # the client's table (every size of a sweep; the JSON keeps the last)
     if [[ -n $prof ]]; then kill -INT "$prof"; wait "$prof" || true; unset 'pids[-1]'; fi
     if [[ $wire == afxdp ]]; then
         for s in "$ca" "$cb"; do [[ -f $work/$s.stats ]] && cp "$work/$s.stats" "$OUT/$name.$s.stats"; done
@@ -200,7 +202,9 @@ done
 if has sweep "$SETS"; then
     echo "== sweep"
     quiet sweep
-    rdma write_bw_sweep memif write_bw -a -n "$SWEEP_ITERS" --report_gbits --crc on --plot "$OUT/write_bw_sweep.png"
+    for t in write_bw read_bw send_bw; do
+        rdma "${t}_sweep" memif $t -a -n "$SWEEP_ITERS" --report_gbits --crc on --plot "$OUT/${t}_sweep.png"
+    done
     ktcp tcp_bw_sweep tcp_bw -a -n "$SWEEP_ITERS" --report_gbits --plot "$OUT/tcp_bw_sweep.png"
 fi
 quiet end
