@@ -6,7 +6,8 @@
 # between rounds.
 # Runs scripts/bench-rdma.sh (WIRES=afxdp SETS=bw ROUNDS=1) once per variant per round; take
 # the e2e lock around it: `flock /tmp/iwarp-e2e.lock scripts/ab-afxdp.sh base=DIR new=DIR`.
-# Environment: ROUNDS (3), OUT (results/ab-afxdp-<date>), LOAD_MAX, ITERS_BW, XDP_DESC: passed on.
+# Environment: ROUNDS (3), OUT (results/ab-afxdp-<date>), LOAD_MAX, ITERS_BW, XDP_DESC: passed on;
+# PROFILE (any value) with PROFILE_EVENTS: `perf stat -a` of every af_xdp run into its directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -22,7 +23,9 @@ for r in $(seq "$ROUNDS"); do
         name=${v%%=*} spec=${v#*=}
         IFS=: read -r bin args desc <<< "$spec"
         echo "== round $r $name"
-        BIN=$bin XDP_ARGS=${args:-} XDP_DESC=${desc:-${XDP_DESC:-}} ROUNDS=1 WIRES=afxdp SETS=bw OUT="$OUT/$name.r$r" \
+        BIN=$bin XDP_ARGS=${args:-} XDP_DESC=${desc:-${XDP_DESC:-}} ROUNDS=1 \
+            PROFILE=${PROFILE:+$OUT/$name.r$r} PROFILE_MATCH='write_bw_64k_afxdp.r*' \
+            WIRES=afxdp SETS=bw OUT="$OUT/$name.r$r" \
             scripts/bench-rdma.sh | grep -E "^(iperf3|write_bw|bench-rdma)" || true
     done
 done
