@@ -162,9 +162,12 @@ pub(crate) fn emit_zero_copy(
                 // the field; TCP headers are whole 32-bit words, so the payload starts on a
                 // 16-bit word boundary of the segment (RFC 1071 §2(B)).
                 let sum = ones_complement_sum(p);
-                if let Some(f) = m.data_mut().and_then(|d| d.get_mut(hdr + 16..hdr + 18)) {
-                    add_to_checksum(f, sum);
-                }
+                // A fresh mbuf of the pool is always writable; were it not, drop the frame
+                // (counted, TCP retransmits) rather than send a wrong checksum.
+                let Some(f) = m.data_mut().and_then(|d| d.get_mut(hdr + 16..hdr + 18)) else {
+                    return Emitted::NoMbuf;
+                };
+                add_to_checksum(f, sum);
             }
         }
     }
