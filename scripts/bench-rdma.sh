@@ -16,7 +16,8 @@
 #   process), LOAD_MAX/LOAD_WAIT (before each round wait up to LOAD_WAIT s, default 300, for
 #   the 1-min load average to fall below LOAD_MAX; the load is logged in OUT/load.txt either
 #   way: this machine is shared), XDP_DESC (af_xdp rx/tx descriptors; default the config's
-#   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=0"), PROFILE (a directory:
+#   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=64"), XDP_PERF_ARGS (extra
+#   iwarp-perf arguments of the af_xdp write_bw, both sides, e.g. "--pump on"), PROFILE (a directory:
 #   `perf record -a -g` while the client runs, in each run whose name matches the glob PROFILE_MATCH,
 #   default the round-1 af_xdp write_bw; with PROFILE_EVENTS, a comma-separated event list,
 #   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
@@ -215,7 +216,8 @@ for r in $(seq "$ROUNDS"); do
         fi
         ktcp "tcp_bw_64k.r$r" tcp_bw "${bw[@]}"
         has memif "$WIRES" && rdma "write_bw_64k_crc_off.r$r" memif write_bw "${bw[@]}" --crc off
-        has afxdp "$WIRES" && rdma "write_bw_64k_afxdp.r$r" afxdp write_bw "${bw[@]}" --crc on
+        # shellcheck disable=SC2086 # XDP_PERF_ARGS: words
+        has afxdp "$WIRES" && rdma "write_bw_64k_afxdp.r$r" afxdp write_bw "${bw[@]}" --crc on ${XDP_PERF_ARGS:-}
         has daemon "$WIRES" && rdma "write_bw_64k_daemon.r$r" daemon write_bw "${bw[@]}" --crc on
         iperf "iperf3.r$r"
         has afxdp "$WIRES" && iperf_nogso "iperf3_nogso.r$r"
