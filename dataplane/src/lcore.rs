@@ -176,7 +176,10 @@ impl Lcore {
             });
             // Zero-copy transmit computes the software TCP checksum in the FPDU's CRC pass.
             let zero_copy = setup.tcp.checksum == tcp::ChecksumMode::Software;
-            ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy));
+            let mut e = crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy);
+            // A chain would be copied before the device sees it: copy the payload at once.
+            e.set_copy_payload(!q.info().tx_multi_seg);
+            ns.rdma = Some(e);
         }
         Lcore {
             setup: setup.clone(),

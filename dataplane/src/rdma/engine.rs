@@ -94,6 +94,9 @@ pub struct Engine {
     /// The diagnostic RDMA service, when configured.
     pub diag: Option<DiagRdma>,
     sums: bool,
+    /// Payload is copied into each frame (a device without multi-segment TX): see
+    /// [`Engine::set_copy_payload`].
+    copy_payload: bool,
     next_publish: Instant,
 }
 
@@ -121,13 +124,34 @@ impl Engine {
             cmd_buf: Vec::new(),
             diag,
             sums: zero_copy,
+            copy_payload: false,
             next_publish: Instant::ZERO,
         }
     }
 
-    /// Whether payload goes out by reference ([`Engine::new`]).
+    /// Whether the engine builds its connections' frames itself ([`Engine::new`]): payload by
+    /// reference, or copied when [`Engine::copy_payload`].
     pub fn zero_copy(&self) -> bool {
         self.sums
+    }
+
+    /// For a device without multi-segment TX (net_af_xdp, net_af_packet): a chain would be
+    /// copied into one buffer before the device sees it, so the frames of a zero-copy engine
+    /// take their payload by copy into the header's mbuf at once, and the TCP checksum is
+    /// the sum of the copied bytes (no sum in the FPDU's CRC pass). Set before connections
+    /// open.
+    pub fn set_copy_payload(&mut self, on: bool) {
+        self.copy_payload = on;
+    }
+
+    /// Whether payload is copied into each frame ([`Engine::set_copy_payload`]).
+    pub fn copy_payload(&self) -> bool {
+        self.copy_payload
+    }
+
+    /// Whether the FPDU logs precompute TCP checksum sums (payload by reference only).
+    fn log_sums(&self) -> bool {
+        self.sums && !self.copy_payload
     }
 
     /// The memory table.
@@ -548,7 +572,7 @@ impl Engine {
             &p.private_data,
             p.qp,
             c,
-            self.sums,
+            self.log_sums(),
         );
         match rc {
             Ok(rc) => {
@@ -582,7 +606,7 @@ impl Engine {
             return false;
         };
         let id = self.ids.conn();
-        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.sums) {
+        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.log_sums()) {
             Ok(rc) => {
                 self.by_id.insert(id, h);
                 self.conns.insert(h, rc);
