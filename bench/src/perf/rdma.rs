@@ -4,6 +4,7 @@
 //! and `run_iter_lat` so the numbers mean the same thing.
 
 use super::cpu::CpuMeter;
+use super::idle;
 use super::params::{Test, Verb, cq_moderation};
 use super::session::{Comm, Engine, Row};
 use super::stats;
@@ -36,17 +37,22 @@ pub fn set_idle_yield(on: bool) {
     YIELD.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// How the polling loops wait ([`idle::Policy`]) under the `--idle` and `--pump` settings.
+fn policy(dev: &Device) -> idle::Policy {
+    idle::Policy {
+        yield_: YIELD.load(std::sync::atomic::Ordering::Relaxed),
+        pumped: PUMP.load(std::sync::atomic::Ordering::Relaxed) && dev.is_pumped(),
+    }
+}
+
 /// One turn of a polling loop that found nothing: drive an engine this thread pumps, then
-/// spin or yield.
-fn idle_turn(dev: &Device) {
-    if PUMP.load(std::sync::atomic::Ordering::Relaxed) && dev.is_pumped() {
+/// spin, yield or nap ([`idle::Backoff`]).
+fn idle_turn(dev: &Device, backoff: &mut idle::Backoff) {
+    let p = policy(dev);
+    if p.pumped {
         dev.poll_engine();
     }
-    if YIELD.load(std::sync::atomic::Ordering::Relaxed) {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
-    }
+    idle::wait(backoff.turn(p));
 }
 
 /// How long a graceful close may take before the process exits anyway.
@@ -70,6 +76,7 @@ fn close(cm: &CmId) {
 
 /// Poll `cq` until a completion arrives or `deadline` passes.
 fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
+    let mut backoff = idle::Backoff::default();
     loop {
         if let Some(wc) = cq.poll_one()? {
             if !wc.is_ok() {
@@ -80,7 +87,7 @@ fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
         if Instant::now() > deadline {
             bail!("no completion within {:?}", WAIT);
         }
-        idle_turn(dev);
+        idle_turn(dev, &mut backoff);
     }
 }
 
@@ -420,6 +427,7 @@ impl Side {
         let mut wcs = vec![Wc::default(); 64];
         let mut stop = false;
         let mut progress = Instant::now();
+        let mut backoff = idle::Backoff::default();
         loop {
             if let Some(e) = end
                 && !stop
@@ -469,10 +477,11 @@ impl Side {
                 break;
             }
             if n == 0 {
-                idle_turn(&self.dev);
+                idle_turn(&self.dev, &mut backoff);
             }
             if n > 0 {
                 progress = Instant::now();
+                backoff.progress();
             } else if progress.elapsed() > WAIT {
                 // A stuck peer fails the test instead of hanging it.
                 bail!(
@@ -527,6 +536,7 @@ impl Side {
         let mut per_qp = vec![0u64; qps];
         let mut credits = 0u64;
         let mut scratch = vec![Wc::default(); 16];
+        let mut backoff = idle::Backoff::default();
         while got < total {
             self.scq.poll(&mut scratch)?;
             let n = self.rcq.poll(&mut wcs)?;
@@ -539,10 +549,11 @@ impl Side {
                 if idle.elapsed() > WAIT {
                     bail!("no Send received for {WAIT:?} ({got} so far)");
                 }
-                idle_turn(&self.dev);
+                idle_turn(&self.dev, &mut backoff);
                 continue;
             }
             idle = Instant::now();
+            backoff.progress();
             let t = now_ns();
             if got == 0 {
                 first = t;
@@ -617,6 +628,7 @@ impl Side {
             if rcnt < iters && !(scnt < 1 && server) {
                 rcnt += 1;
                 let dl = wait_until(end);
+                let mut backoff = idle::Backoff::default();
                 loop {
                     self.mr.read(poll_off, &mut b)?;
                     if b[0] == rcnt as u8 {
@@ -628,7 +640,7 @@ impl Side {
                         }
                         bail!("peer's RDMA Write {rcnt} did not arrive within {WAIT:?}");
                     }
-                    idle_turn(&self.dev);
+                    idle_turn(&self.dev, &mut backoff);
                 }
             }
             if let Some(e) = end
