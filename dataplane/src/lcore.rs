@@ -176,7 +176,10 @@ impl Lcore {
             });
             // Zero-copy transmit computes the software TCP checksum in the FPDU's CRC pass.
             let zero_copy = setup.tcp.checksum == tcp::ChecksumMode::Software;
-            ns.rdma = Some(crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy));
+            let mut e = crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy);
+            // Payload by reference only where the device does not copy frames anyway.
+            e.set_payload_by_ref(r.cfg.tx_payload.by_ref(q.info().is_virtual));
+            ns.rdma = Some(e);
         }
         Lcore {
             setup: setup.clone(),

@@ -94,6 +94,8 @@ pub struct Engine {
     /// The diagnostic RDMA service, when configured.
     pub diag: Option<DiagRdma>,
     sums: bool,
+    /// Payload attached to frames by reference (else copied behind the headers).
+    by_ref: bool,
     next_publish: Instant,
 }
 
@@ -121,13 +123,30 @@ impl Engine {
             cmd_buf: Vec::new(),
             diag,
             sums: zero_copy,
+            by_ref: true,
             next_publish: Instant::ZERO,
         }
     }
 
-    /// Whether payload goes out by reference ([`Engine::new`]).
+    /// Whether segments are built by [`crate::rdma::glue::emit_zero_copy`] from the FPDU log,
+    /// with the TCP checksum from its CRC pass ([`Engine::new`]).
     pub fn zero_copy(&self) -> bool {
         self.sums
+    }
+
+    /// Whether that attaches the payload by reference to the registered region (default) or
+    /// copies it behind the headers. By reference saves a copy only where the NIC reads the
+    /// frame by DMA; a device that copies frames with the CPU anyway (memif, af_xdp,
+    /// af_packet: [`crate::port::PortInfo::is_virtual`]) then copies a three-buffer chain
+    /// (headers, payload, pad and CRC) instead of one buffer, after a pin and two more mbufs
+    /// per segment (issue #8, bar (a)).
+    pub fn set_payload_by_ref(&mut self, on: bool) {
+        self.by_ref = on;
+    }
+
+    /// See [`Engine::set_payload_by_ref`].
+    pub fn payload_by_ref(&self) -> bool {
+        self.by_ref
     }
 
     /// The memory table.

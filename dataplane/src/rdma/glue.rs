@@ -93,6 +93,7 @@ pub(crate) fn emit_zero_copy(
         return Emitted::NoMbuf;
     };
     let table = engine.mem().clone();
+    let by_ref_wanted = engine.payload_by_ref();
     let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
         return Emitted::Nothing;
     };
@@ -108,7 +109,10 @@ pub(crate) fn emit_zero_copy(
     m.trim(TCP_HDR_MAX - t.header_len);
     let total = hdr + t.header_len + plen;
     if plen > 0 {
-        let by_ref = total >= MIN_FRAME_LEN && log.prepare_zero_copy(t.payload.start, plen, &table);
+        // Copied when the device copies anyway and the payload fits (else by reference).
+        let copy = !by_ref_wanted && m.tailroom() >= plen;
+        let by_ref =
+            !copy && total >= MIN_FRAME_LEN && log.prepare_zero_copy(t.payload.start, plen, &table);
         if by_ref {
             if log.attach(t.payload.start, plen, &mut m, pool).is_err() {
                 return Emitted::NoMbuf;
