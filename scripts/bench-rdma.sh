@@ -8,15 +8,20 @@
 #   kernel: TCP between the same two namespaces over the same veth, MTU 1500 (iwarp-perf
 #           tcp_bw/tcp_lat, iperf3 single stream, CUBIC like our stacks' default).
 # One JSON per run under OUT (default results/bench-rdma-<date>/), the medians and ratios printed
-# at the end (and kept in OUT/summary.txt); then one write_bw sweep (-a) with --plot.
+# at the end (and kept in OUT/summary.txt); then one write_bw, read_bw and send_bw sweep (-a,
+# memif, CRC on) each with --plot.
 # Environment: ROUNDS (3), ITERS_BW (5000), ITERS_LAT (5000), SWEEP_ITERS (200), OUT, BIN,
-#   WIRES ("memif afxdp"), SETS ("bw lat sweep": which groups run), RUN_TIMEOUT (120 s per
+#   WIRES ("memif afxdp"; add "daemon" for write_bw/write_lat with two iwarpd and iwarp-perf as
+#   their clients over the same memif wire), SETS ("bw lat sweep": which groups run), RUN_TIMEOUT (120 s per
 #   process), LOAD_MAX/LOAD_WAIT (before each round wait up to LOAD_WAIT s, default 300, for
 #   the 1-min load average to fall below LOAD_MAX; the load is logged in OUT/load.txt either
 #   way: this machine is shared), XDP_DESC (af_xdp rx/tx descriptors; default the config's
-#   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=0"), PROFILE (a directory:
+#   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=64"), XDP_PERF_ARGS (extra
+#   iwarp-perf arguments of the af_xdp write_bw, both sides, e.g. "--pump on"), XDP_IDLE (the
+#   af_xdp engines' `dataplane.idle`, default "yield" as everywhere here), PROFILE (a directory:
 #   `perf record -a -g` while the client runs, in each run whose name matches the glob PROFILE_MATCH,
-#   default the round-1 af_xdp write_bw).
+#   default the round-1 af_xdp write_bw; with PROFILE_EVENTS, a comma-separated event list,
+#   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
@@ -57,7 +62,7 @@ mtu = 1500
 ${6:-}
 [dataplane]
 cores = [$4]
-idle = "yield"
+idle = "${IDLE:-yield}"
 [stats]
 file = "$work/$1.stats"
 interval_ms = 100
@@ -69,19 +74,46 @@ EOT
 memif() { echo "net_memif0,role=$1,id=0,socket=$work/memif.sock,socket-abstract=no"; }
 xdp() { echo "net_af_xdp0,iface=$1,start_queue=0,queue_count=1${XDP_ARGS:-}"; }
 conf a "$(memif server)" 10.77.0.1 0 > "$work/a.toml"; conf b "$(memif client)" 10.77.0.2 1 > "$work/b.toml"
+for s in a b; do # daemon mode: the same stacks as two iwarpd, iwarp-perf their clients
+    sed "s|^file_prefix = \"iwbr-$s-|file_prefix = \"iwbr-d$s-|" "$work/$s.toml" > "$work/d$s.toml"
+    printf '[control]\nsocket = "%s"\n' "$work/d$s.ctl.sock" >> "$work/d$s.toml"
+done
 xport=${XDP_DESC:+"rx_desc = $XDP_DESC
 tx_desc = $XDP_DESC"}
-conf xa "$(xdp "$VA")" 10.78.0.1 0 "" "$xport" > "$work/xa.toml"; conf xb "$(xdp "$VB")" 10.78.0.2 1 "" "$xport" > "$work/xb.toml"
+IDLE=${XDP_IDLE:-yield} conf xa "$(xdp "$VA")" 10.78.0.1 0 "" "$xport" > "$work/xa.toml"
+IDLE=${XDP_IDLE:-yield} conf xb "$(xdp "$VB")" 10.78.0.2 1 "" "$xport" > "$work/xb.toml"
 vstat() { ip -n "$1" -s link show "$2"; ip netns exec "$1" ethtool -S "$2" 2>/dev/null | grep -vE ': 0$' || true; }
-rdma() { # name wire test args...: wire memif (a.toml/b.toml) or afxdp (xa/xb in NA/NB)
+daemons_up() { # array name: start iwarpd A and B (daemon mode), wait for their control sockets
+    local -n _p=$1; local s
+    rm -f "$work"/d[ab].ctl.sock
+    for s in a b; do
+        timeout -k 5 "$RUN_TIMEOUT" "$IWARPD" --config "$work/d$s.toml" > "$work/iwarpd-d$s.log" 2>&1 &
+        _p+=($!); pids+=($!)
+        for _ in $(seq 100); do [[ -S $work/d$s.ctl.sock ]] && break; sleep 0.1; done
+        [[ -S $work/d$s.ctl.sock ]] || { tail -n 5 "$work/iwarpd-d$s.log"; daemons_down "$1"; return 1; }
+    done
+}
+daemons_down() { # array name
+    local -n _q=$1; local p
+    for p in "${_q[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+    for p in "${_q[@]}"; do wait "$p" 2>/dev/null || true; unset 'pids[-1]'; done
+    _q=()
+}
+rdma() { # name wire test args...: wire memif (a.toml/b.toml, embedded), daemon (the same as two
+         # iwarpd, iwarp-perf their clients) or afxdp (xa/xb in NA/NB)
     local name=$1 wire=$2 t=$3; shift 3
     local sa=() sb=() ca=a cb=b ip=10.77.0.1
+    local da="$work/$ca.toml" db="$work/$cb.toml" dpids=()
     if [[ $wire == afxdp ]]; then
         sa=(ip netns exec "$NA"); sb=(ip netns exec "$NB"); ca=xa; cb=xb; ip=10.78.0.1
+        da="$work/xa.toml" db="$work/xb.toml"
         for v in "$NA $VA" "$NB $VB"; do vstat ${v% *} ${v#* } > "$work/${v#* }.before"; done
+    elif [[ $wire == daemon ]]; then
+        ca=da; cb=db; da="unix:$work/da.ctl.sock" db="unix:$work/db.ctl.sock"
+        daemons_up dpids || { echo "bench-rdma: $name FAILED (iwarpd did not start)"; return 0; }
     fi
     rm -f "$work/$ca.stats" "$work/$cb.stats"
-    "${sa[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" -d "$work/$ca.toml" "$@" > "$work/s.out" 2> "$work/s.err" & local sp=$!
+    "${sa[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" -d "$da" "$@" > "$work/s.out" 2> "$work/s.err" & local sp=$!
     pids+=($sp)
     for _ in $(seq 300); do grep -q "Waiting for client" "$work/s.out" 2>/dev/null && break; sleep 0.1; done
     [[ $wire != afxdp ]] || ip -n "$NA" -d link show "$VA" > "$OUT/$name.xdp-mode.txt"
@@ -89,14 +121,20 @@ rdma() { # name wire test args...: wire memif (a.toml/b.toml) or afxdp (xa/xb in
     # shellcheck disable=SC2053 # PROFILE_MATCH is a glob
     if [[ -n ${PROFILE:-} && $name == ${PROFILE_MATCH:-write_bw_64k_afxdp.r1} ]]; then
         mkdir -p "$PROFILE"
-        timeout -k 5 "$RUN_TIMEOUT" perf record -a -g -o "$PROFILE/$name.perf.data" -- sleep "$RUN_TIMEOUT" > /dev/null 2>&1 & prof=$!
+        if [[ -n ${PROFILE_EVENTS:-} ]]; then
+            timeout -k 5 "$RUN_TIMEOUT" perf stat -a -e "$PROFILE_EVENTS" -o "$PROFILE/$name.perf.stat" -- sleep "$RUN_TIMEOUT" > /dev/null 2>&1 & prof=$!
+        else
+            timeout -k 5 "$RUN_TIMEOUT" perf record -a -g -o "$PROFILE/$name.perf.data" -- sleep "$RUN_TIMEOUT" > /dev/null 2>&1 & prof=$!
+        fi
         pids+=($prof); sleep 0.5
     fi
-    if ! "${sb[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" -d "$work/$cb.toml" "$@" \
+    if ! "${sb[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" -d "$db" "$@" \
         --out_json_file "$OUT/$name.json" "$ip" > "$work/c.out" 2> "$work/c.err"; then
         echo "bench-rdma: $name FAILED"; tail -n 5 "$work/c.err" "$work/s.err"; kill "$sp" 2>/dev/null || true
     fi
     wait "$sp" || true; unset 'pids[-1]'
+    cp "$work/c.out" "$OUT/$name.out" # the client's table (every size of a sweep; the JSON keeps the last)
+    [[ $wire != daemon ]] || daemons_down dpids
     if [[ -n $prof ]]; then kill -INT "$prof"; wait "$prof" || true; unset 'pids[-1]'; fi
     if [[ $wire == afxdp ]]; then
         for s in "$ca" "$cb"; do [[ -f $work/$s.stats ]] && cp "$work/$s.stats" "$OUT/$name.$s.stats"; done
@@ -180,7 +218,9 @@ for r in $(seq "$ROUNDS"); do
         fi
         ktcp "tcp_bw_64k.r$r" tcp_bw "${bw[@]}"
         has memif "$WIRES" && rdma "write_bw_64k_crc_off.r$r" memif write_bw "${bw[@]}" --crc off
-        has afxdp "$WIRES" && rdma "write_bw_64k_afxdp.r$r" afxdp write_bw "${bw[@]}" --crc on
+        # shellcheck disable=SC2086 # XDP_PERF_ARGS: words
+        has afxdp "$WIRES" && rdma "write_bw_64k_afxdp.r$r" afxdp write_bw "${bw[@]}" --crc on ${XDP_PERF_ARGS:-}
+        has daemon "$WIRES" && rdma "write_bw_64k_daemon.r$r" daemon write_bw "${bw[@]}" --crc on
         iperf "iperf3.r$r"
         has afxdp "$WIRES" && iperf_nogso "iperf3_nogso.r$r"
         if has memif "$WIRES"; then
@@ -191,6 +231,7 @@ for r in $(seq "$ROUNDS"); do
     if has lat "$SETS"; then
         for s in 2 4096; do
             rdma "write_lat_$s.r$r" memif write_lat -s $s -n "$ITERS_LAT" --crc on
+            has daemon "$WIRES" && rdma "write_lat_${s}_daemon.r$r" daemon write_lat -s $s -n "$ITERS_LAT" --crc on
             ktcp "tcp_lat_$s.r$r" tcp_lat -s $s -n "$ITERS_LAT"
             rdma "send_lat_$s.r$r" memif send_lat -s $s -n "$ITERS_LAT" --crc on
             rdma "read_lat_$s.r$r" memif read_lat -s $s -n "$ITERS_LAT" --crc on
@@ -200,7 +241,9 @@ done
 if has sweep "$SETS"; then
     echo "== sweep"
     quiet sweep
-    rdma write_bw_sweep memif write_bw -a -n "$SWEEP_ITERS" --report_gbits --crc on --plot "$OUT/write_bw_sweep.png"
+    for t in write_bw read_bw send_bw; do
+        rdma "${t}_sweep" memif $t -a -n "$SWEEP_ITERS" --report_gbits --crc on --plot "$OUT/${t}_sweep.png"
+    done
     ktcp tcp_bw_sweep tcp_bw -a -n "$SWEEP_ITERS" --report_gbits --plot "$OUT/tcp_bw_sweep.png"
 fi
 quiet end
@@ -238,6 +281,7 @@ ratio("write_bw memif CRC on / usertcp memif", "write_bw_64k_crc_on", "usertcp_m
 ratio("write_bw memif CRC on / kernel tcp_bw veth", "write_bw_64k_crc_on", "tcp_bw_64k")
 ratio("write_bw memif CRC on / kernel iperf3 veth", "write_bw_64k_crc_on", "iperf3")
 ratio("usertcp memif / kernel iperf3 veth", "usertcp_memif", "iperf3")
+ratio("write_bw daemon / embedded (memif, CRC on)", "write_bw_64k_daemon", "write_bw_64k_crc_on")
 ratio("write_bw memif CRC on / CRC off", "write_bw_64k_crc_on", "write_bw_64k_crc_off")
 ratio("bar (c): write_bw af_xdp veth / iperf3 veth", "write_bw_64k_afxdp", "iperf3")
 ratio("write_bw af_xdp veth / iperf3 veth TSO+GSO off", "write_bw_64k_afxdp", "iperf3_nogso")

@@ -2,7 +2,7 @@
 //! pings us, learns our MAC, and tshark finds well-formed ARP and ICMP on the wire.
 mod common;
 
-use common::{Proc, TempDir, VethPair, have_tool, root_or_skip, sh_lossy};
+use common::{Proc, TempDir, VethPair, have_tool, root_or_skip, sh_lossy, start_iwarpd_in};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -23,25 +23,14 @@ fn kernel_pings_iwarpd(driver: &str) {
         _ => format!("net_af_xdp0,iface={},start_queue=0,queue_count=1", veth.dif),
     };
     let prefix = format!("iwt-{short}-{}", std::process::id());
-    let cfg = dir.write(
-        "iwarpd.toml",
+    let mut d = start_iwarpd_in(
+        &veth.dns,
+        &dir,
+        "iwarpd",
         &format!(
             "[eal]\nfile_prefix = \"{prefix}\"\n[port]\ndevice = \"{device}\"\nip = \"10.78.0.2/24\"\n\
              [dataplane]\ncores = [1]\n[diag]\nrun_seconds = 60\n"
         ),
-    );
-    let cmd = format!(
-        "ip netns exec {} {} --config {}",
-        veth.dns,
-        common::iwarpd(),
-        cfg.display()
-    );
-    let argv: Vec<&str> = cmd.split(' ').collect();
-    let mut d = Proc::spawn(&argv, &dir.path("iwarpd.log"));
-    assert!(
-        d.wait_for("iwarpd: port", Duration::from_secs(20)),
-        "iwarpd did not start:\n{}",
-        d.output()
     );
     let mac = d
         .output()
@@ -61,12 +50,11 @@ fn kernel_pings_iwarpd(driver: &str) {
         veth.kif,
         pcap.display()
     );
-    let cap_argv: Vec<&str> = cap_cmd.split(' ').collect();
-    let cap = Proc::spawn(&cap_argv, &dir.path("tcpdump.log"));
-    assert!(
-        cap.wait_for("listening on", Duration::from_secs(10)),
-        "tcpdump: {}",
-        cap.output()
+    let cap = Proc::spawn_ready(
+        &cap_cmd,
+        &dir.path("tcpdump.log"),
+        "listening on",
+        Duration::from_secs(10),
     );
 
     let (_, ping) = veth.kexec("ping -c 20 -i 0.05 -W 1 10.78.0.2");

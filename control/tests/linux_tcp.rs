@@ -95,12 +95,11 @@ fn transfer(test: &str, tag: &str, pct: u32, mib: u64, sysctls: Sysctls) -> Opti
     // Linux server for our sender, listening before iwarpd starts.
     let peer = tcp_peer();
     let srv_cmd = format!("ip netns exec {} python3 {peer} server 5001", veth.kns);
-    let srv_argv: Vec<&str> = srv_cmd.split(' ').collect();
-    let mut srv = Proc::spawn(&srv_argv, &dir.path("server.log"));
-    assert!(
-        srv.wait_for("server listening", Duration::from_secs(10)),
-        "{}",
-        srv.output()
+    let mut srv = Proc::spawn_ready(
+        &srv_cmd,
+        &dir.path("server.log"),
+        "server listening",
+        Duration::from_secs(10),
     );
 
     let diag = format!(
@@ -272,12 +271,11 @@ fn linux_hostile_segments_do_not_disturb_a_live_connection() {
         "ip netns exec {} python3 {peer} echo 10.78.0.2 7 {bytes}",
         veth.kns
     );
-    let argv: Vec<&str> = cmd.split(' ').collect();
-    let mut client = Proc::spawn(&argv, &dir.path("client.log"));
-    assert!(
-        client.wait_for("local_port=", Duration::from_secs(10)),
-        "{}",
-        client.output()
+    let mut client = Proc::spawn_ready(
+        &cmd,
+        &dir.path("client.log"),
+        "local_port=",
+        Duration::from_secs(10),
     );
     let sport = field(&client.output(), "echo local_port", "local_port")
         .expect("port")

@@ -10,7 +10,7 @@
 //! per queue and generic XDP: possible but slower than tap.
 mod common;
 
-use common::{Proc, TempDir, counter, root_or_skip, sh, sh_lossy, tag, tcp_peer};
+use common::{TempDir, counter, root_or_skip, sh, sh_lossy, start_iwarpd_in, tag, tcp_peer};
 use std::time::Duration;
 
 /// A namespace deleted on drop.
@@ -33,26 +33,15 @@ fn two_queues_on_tap_spread_connections_over_both_threads() {
     sh(&format!("ip netns add {}", ns.0));
     let tap = format!("tq{t}");
     let dir = TempDir::new("multiqueue");
-    let cfg = dir.write(
-        "iwarpd.toml",
+    let mut d = start_iwarpd_in(
+        &ns.0,
+        &dir,
+        "iwarpd",
         &format!(
             "[eal]\nfile_prefix = \"iwt-mq-{}\"\n[port]\ndevice = \"net_tap0,iface={tap}\"\n\
              ip = \"10.79.0.2/24\"\n[dataplane]\ncores = [0, 1]\n[diag]\nrun_seconds = 300\necho_port = 7\n",
             std::process::id()
         ),
-    );
-    let cmd = format!(
-        "ip netns exec {} {} --config {}",
-        ns.0,
-        common::iwarpd(),
-        cfg.display()
-    );
-    let argv: Vec<&str> = cmd.split(' ').collect();
-    let mut d = Proc::spawn(&argv, &dir.path("iwarpd.log"));
-    assert!(
-        d.wait_for("iwarpd: port", Duration::from_secs(20)),
-        "iwarpd did not start:\n{}",
-        d.output()
     );
     assert!(d.output().contains("queues 2"), "{}", d.output());
     // The PMD gives the kernel's tap device the port's own MAC: give it another one, then

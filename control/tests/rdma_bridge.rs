@@ -14,7 +14,9 @@
 //!   the connect failing with the MPA timeout.
 mod common;
 
-use common::{Proc, TempDir, VethPair, diag_ops as ops, have_tool, iwarpd, root_or_skip, sh_lossy};
+use common::{
+    Proc, TempDir, VethPair, diag_ops as ops, have_tool, root_or_skip, sh_lossy, start_iwarpd_in,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -32,24 +34,6 @@ fn config(prefix: &str, iface: &str, ip: &str, core: u32, diag: &str) -> String 
          [dataplane]\ncores = [{core}]\nmbufs = 16384\n[diag]\nrun_seconds = 900\n{diag}",
         std::process::id()
     )
-}
-
-/// Start iwarpd in namespace `ns`; waits until its port is up.
-fn start(ns: &str, dir: &TempDir, name: &str, cfg: &str) -> Proc {
-    let path = dir.write(&format!("{name}.toml"), cfg);
-    let cmd = format!(
-        "ip netns exec {ns} {} --config {}",
-        iwarpd(),
-        path.display()
-    );
-    let argv: Vec<&str> = cmd.split(' ').collect();
-    let d = Proc::spawn(&argv, &dir.path(&format!("{name}.log")));
-    assert!(
-        d.wait_for("iwarpd: port", Duration::from_secs(20)),
-        "{name} did not start:\n{}",
-        d.output()
-    );
-    d
 }
 
 /// Stop with SIGTERM; expect exit status 0; the output.
@@ -71,13 +55,13 @@ fn run_pair(
     diag_b: &str,
     secs: u64,
 ) -> (String, String, Option<i32>) {
-    let a = start(
+    let a = start_iwarpd_in(
         &veth.dns,
         dir,
         "a",
         &config("iwt-bra", &veth.dif, A_IP, 0, diag_a),
     );
-    let mut b = start(
+    let mut b = start_iwarpd_in(
         &veth.kns,
         dir,
         "b",
@@ -112,12 +96,11 @@ fn a_captured_session_decodes_in_tshark() {
         veth.bns,
         pcap.display()
     );
-    let cap_argv: Vec<&str> = cap_cmd.split(' ').collect();
-    let mut cap = Proc::spawn(&cap_argv, &dir.path("tcpdump.log"));
-    assert!(
-        cap.wait_for("listening on", Duration::from_secs(10)),
-        "tcpdump: {}",
-        cap.output()
+    let mut cap = Proc::spawn_ready(
+        &cap_cmd,
+        &dir.path("tcpdump.log"),
+        "listening on",
+        Duration::from_secs(10),
     );
     // Every operation at 1 byte and at 20000 (several FPDUs); each size ends with an RDMA
     // Write across the end of the sink, which draws a TERMINATE (then B reconnects).
@@ -327,7 +310,7 @@ fn a_peer_that_never_sends_its_mpa_request_is_closed_on() {
     }
     let veth = topology("mpato");
     let dir = TempDir::new(test);
-    let a = start(
+    let a = start_iwarpd_in(
         &veth.dns,
         &dir,
         "a",
@@ -398,14 +381,13 @@ fn an_initiator_whose_peer_never_replies_gives_up_after_the_mpa_timeout() {
          print('closed req=%s how=%s secs=%.3f'%(data.startswith(b'MPA ID Req Frame'),how,time.monotonic()-t),flush=True)\n";
     let py = dir.write("server.py", script);
     let cmd = format!("ip netns exec {} python3 {}", veth.kns, py.display());
-    let argv: Vec<&str> = cmd.split(' ').collect();
-    let mut srv = Proc::spawn(&argv, &dir.path("server.log"));
-    assert!(
-        srv.wait_for("listening", Duration::from_secs(10)),
-        "{}",
-        srv.output()
+    let mut srv = Proc::spawn_ready(
+        &cmd,
+        &dir.path("server.log"),
+        "listening",
+        Duration::from_secs(10),
     );
-    let a = start(
+    let a = start_iwarpd_in(
         &veth.dns,
         &dir,
         "a",

@@ -1,8 +1,8 @@
 //! RDMA end to end between two hosts on a veth pair (issue 7): two network namespaces joined by
-//! a veth, an `iwarpd` on af_packet in each (10.79.0.1 and 10.79.0.2), client processes
-//! (`iwarp-opcheck`) in front of them over their control sockets: every operation at 0 B, 1 B,
-//! 4 KiB, 1 MiB and 8 MiB with SHA-256 on both sides, CRC off, CRC on, CRC + markers; then
-//! an embedded client (the engine inside `iwarp-opcheck`, in B's namespace) against daemon A.
+//! a veth, an `iwarpd` on af_packet (resp. af_xdp) in each (10.79.0.1 and 10.79.0.2), client
+//! processes (`iwarp-opcheck`) in front of them over their control sockets: every operation at
+//! 0 B, 1 B, 4 KiB, 1 MiB and 8 MiB with SHA-256 on both sides, CRC off, CRC on, CRC + markers;
+//! then an embedded client (the engine inside `iwarp-opcheck`, in B's namespace) against daemon A.
 //!
 //! Root (namespaces, DPDK); skipped loudly otherwise. Run by hand under
 //! `flock /tmp/iwarp-e2e.lock cargo test -p iwarp-tools --test e2e_veth`.
@@ -69,11 +69,24 @@ fn every_operation_over_af_packet_on_a_veth_pair() {
     if !root_or_skip("every_operation_over_af_packet_on_a_veth_pair") {
         return;
     }
+    every_operation_on_a_veth_pair(|iface| Wire::AfPacket { iface });
+}
+
+/// The same over af_xdp (XDP on the veth, copy mode): no multi-segment TX, so every payload
+/// is copied into its frame and the TCP checksum is the sum of the copied bytes.
+#[test]
+fn every_operation_over_af_xdp_on_a_veth_pair() {
+    let _g = serial();
+    if !root_or_skip("every_operation_over_af_xdp_on_a_veth_pair") {
+        return;
+    }
+    every_operation_on_a_veth_pair(|iface| Wire::AfXdp { iface });
+}
+
+fn every_operation_on_a_veth_pair(port: fn(String) -> Wire) {
     let link = Link::new();
     let dir = TempDir::new("e2e-veth");
-    let wire = |i: usize| Wire::AfPacket {
-        iface: link.ifs[i].clone(),
-    };
+    let wire = |i: usize| port(link.ifs[i].clone());
     let ca = host_config(&dir, "a", &wire(0), A_IP, 0, "");
     let cb = host_config(&dir, "b", &wire(1), "10.79.0.2", 1, "");
     let a = Daemon::start(&dir, "a", &ca, &["ip", "netns", "exec", &link.ns[0]]);

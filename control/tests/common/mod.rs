@@ -246,6 +246,20 @@ impl Proc {
         }
     }
 
+    /// Spawn the space-separated command `cmd` (no quoting) with its output to `log`, and
+    /// wait up to `timeout` for `ready` in that output; panics with the log if it never comes.
+    pub fn spawn_ready(cmd: &str, log: &Path, ready: &str, timeout: Duration) -> Proc {
+        let argv: Vec<&str> = cmd.split(' ').collect();
+        let p = Proc::spawn(&argv, log);
+        assert!(
+            p.wait_for(ready, timeout),
+            "{} did not print {ready:?} within {timeout:?}:\n{}",
+            argv[0],
+            p.output()
+        );
+        p
+    }
+
     /// PID of the child.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
@@ -354,21 +368,20 @@ pub fn tcp_peer() -> String {
 
 /// Start iwarpd inside `veth`'s namespace with `config` (TOML body); waits until it runs.
 pub fn start_iwarpd(veth: &VethPair, dir: &TempDir, name: &str, config: &str) -> Proc {
+    start_iwarpd_in(&veth.dns, dir, name, config)
+}
+
+/// Start iwarpd inside namespace `ns` with `config` (TOML body, written to `dir/name.toml`,
+/// its output to `dir/name.log`); waits until its port is up.
+pub fn start_iwarpd_in(ns: &str, dir: &TempDir, name: &str, config: &str) -> Proc {
     let cfg = dir.write(&format!("{name}.toml"), config);
-    let cmd = format!(
-        "ip netns exec {} {} --config {}",
-        veth.dns,
-        iwarpd(),
-        cfg.display()
-    );
-    let argv: Vec<&str> = cmd.split(' ').collect();
-    let d = Proc::spawn(&argv, &dir.path(&format!("{name}.log")));
-    assert!(
-        d.wait_for("iwarpd: port", Duration::from_secs(20)),
-        "iwarpd did not start:\n{}",
-        d.output()
-    );
-    d
+    let cmd = format!("ip netns exec {ns} {} --config {}", iwarpd(), cfg.display());
+    Proc::spawn_ready(
+        &cmd,
+        &dir.path(&format!("{name}.log")),
+        "iwarpd: port",
+        Duration::from_secs(20),
+    )
 }
 
 /// Value of `key=value` (space separated) on the first line containing `prefix`.

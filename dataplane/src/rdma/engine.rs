@@ -94,8 +94,9 @@ pub struct Engine {
     /// The diagnostic RDMA service, when configured.
     pub diag: Option<DiagRdma>,
     sums: bool,
-    /// Payload attached to frames by reference (else copied behind the headers).
-    by_ref: bool,
+    /// Payload is copied into each frame (a device without multi-segment TX): see
+    /// [`Engine::set_copy_payload`].
+    copy_payload: bool,
     next_publish: Instant,
 }
 
@@ -123,30 +124,36 @@ impl Engine {
             cmd_buf: Vec::new(),
             diag,
             sums: zero_copy,
-            by_ref: true,
+            copy_payload: false,
             next_publish: Instant::ZERO,
         }
     }
 
-    /// Whether segments are built by [`crate::rdma::glue::emit_zero_copy`] from the FPDU log,
-    /// with the TCP checksum from its CRC pass ([`Engine::new`]).
+    /// Whether the engine builds its connections' frames itself ([`Engine::new`]): payload by
+    /// reference, or copied when [`Engine::copy_payload`].
     pub fn zero_copy(&self) -> bool {
         self.sums
     }
 
-    /// Whether that attaches the payload by reference to the registered region (default) or
-    /// copies it behind the headers. By reference saves a copy only where the NIC reads the
-    /// frame by DMA; a device that copies frames with the CPU anyway (memif, af_xdp,
-    /// af_packet: [`crate::port::PortInfo::is_virtual`]) then copies a three-buffer chain
-    /// (headers, payload, pad and CRC) instead of one buffer, after a pin and two more mbufs
-    /// per segment (issue #8, bar (a)).
-    pub fn set_payload_by_ref(&mut self, on: bool) {
-        self.by_ref = on;
+    /// For a device without multi-segment TX (net_af_xdp, net_af_packet): a chain would be
+    /// copied into one buffer before the device sees it, so the frames of a zero-copy engine
+    /// take their payload by copy into the header's mbuf at once, and the TCP checksum is
+    /// the sum of the copied bytes (no sum in the FPDU's CRC pass). Also for a device that
+    /// copies frames with the CPU anyway (net_memif: one buffer to copy instead of a chain of
+    /// three after a pin and two more mbufs per segment; `[mpa] tx_payload`, issue #8). Set
+    /// before connections open.
+    pub fn set_copy_payload(&mut self, on: bool) {
+        self.copy_payload = on;
     }
 
-    /// See [`Engine::set_payload_by_ref`].
-    pub fn payload_by_ref(&self) -> bool {
-        self.by_ref
+    /// Whether payload is copied into each frame ([`Engine::set_copy_payload`]).
+    pub fn copy_payload(&self) -> bool {
+        self.copy_payload
+    }
+
+    /// Whether the FPDU logs precompute TCP checksum sums (payload by reference only).
+    fn log_sums(&self) -> bool {
+        self.sums && !self.copy_payload
     }
 
     /// The memory table.
@@ -560,7 +567,7 @@ impl Engine {
             &p.private_data,
             p.qp,
             c,
-            self.sums,
+            self.log_sums(),
         );
         match rc {
             Ok(rc) => {
@@ -594,7 +601,7 @@ impl Engine {
             return false;
         };
         let id = self.ids.conn();
-        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.sums) {
+        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.log_sums()) {
             Ok(rc) => {
                 self.by_id.insert(id, h);
                 self.conns.insert(h, rc);

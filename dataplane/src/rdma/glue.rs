@@ -10,9 +10,11 @@ use tcp::iface::{Iface, Resolve};
 use super::engine::{Engine, Net};
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
+use crate::rdma::txlog::TxLog;
 use crate::rss::RssSteering;
 use tcp::ConnHandle;
 use tcp::iface::{ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, MIN_FRAME_LEN};
+use tcp::wire::{combine, ones_complement_sum};
 
 /// Borrowed parts of the netstack for one `Engine::poll`.
 pub(crate) struct StackNet<'a> {
@@ -70,12 +72,42 @@ pub(crate) enum Emitted {
 /// Largest TCP header.
 const TCP_HDR_MAX: usize = 60;
 
+/// The FPDU log as TCP sees it when the payload is copied into the frame after the header is
+/// written ([`Engine::copy_payload`]): the payload's sum is left out of the checksum TCP
+/// computes (0 is the identity of ones-complement addition), and the copy adds the sum of
+/// the bytes it wrote ([`add_to_checksum`]). One pass over the payload at transmission
+/// instead of a sum when the FPDU is logged plus a copy when a chain is linearized; and the
+/// checksum always covers the bytes on the wire.
+struct SumLater<'a>(&'a mut TxLog);
+
+impl tcp::SendSource for SumLater<'_> {
+    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+        tcp::SendSource::read(self.0, stream_offset, dst);
+    }
+
+    fn checksum(&mut self, _stream_offset: u64, _len: usize) -> u16 {
+        0
+    }
+}
+
+/// Add `sum` (a [`ones_complement_sum`] of bytes the checksum did not cover yet) to the TCP
+/// checksum `field` (2 bytes, network order): the field is the complement of the running sum
+/// (RFC 9293 §3.1), so uncomplement, add, complement again (RFC 1624 §3).
+pub(crate) fn add_to_checksum(field: &mut [u8], sum: u16) {
+    if let Ok(f) = <&mut [u8; 2]>::try_from(field) {
+        let old = u16::from_be_bytes(*f);
+        *f = (!combine(!old, sum)).to_be_bytes();
+    }
+}
+
 /// One segment of RDMA connection `h`, zero copy (DESIGN.md §2.6): Ethernet, IP and TCP
 /// headers in an mbuf of the pool, the FPDU's length field and DDP/RDMAP header copied after
 /// them, the payload attached by reference to the registered region, the pad and CRC in a
 /// small mbuf behind it. The TCP checksum comes from the sum the FPDU log computed with the
 /// CRC. Payload whose mapping cannot be registered with DPDK, and frames shorter than the
-/// Ethernet minimum, are copied instead.
+/// Ethernet minimum, are copied instead. With [`Engine::copy_payload`] (a device without
+/// multi-segment TX) every payload is copied into the header's mbuf and the TCP checksum is
+/// completed from the sum of the copied bytes ([`SumLater`]).
 pub(crate) fn emit_zero_copy(
     now: Instant,
     h: ConnHandle,
@@ -93,11 +125,16 @@ pub(crate) fn emit_zero_copy(
         return Emitted::NoMbuf;
     };
     let table = engine.mem().clone();
-    let by_ref_wanted = engine.payload_by_ref();
+    let copy = engine.copy_payload();
     let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
         return Emitted::Nothing;
     };
-    let Some(t) = c.poll_transmit_header(now, &mut buf[hdr..], log) else {
+    let t = if copy {
+        c.poll_transmit_header(now, &mut buf[hdr..], &mut SumLater(log))
+    } else {
+        c.poll_transmit_header(now, &mut buf[hdr..], log)
+    };
+    let Some(t) = t else {
         return Emitted::Nothing;
     };
     let plen = (t.payload.end - t.payload.start) as usize;
@@ -109,8 +146,6 @@ pub(crate) fn emit_zero_copy(
     m.trim(TCP_HDR_MAX - t.header_len);
     let total = hdr + t.header_len + plen;
     if plen > 0 {
-        // Copied when the device copies anyway and the payload fits (else by reference).
-        let copy = !by_ref_wanted && m.tailroom() >= plen;
         let by_ref =
             !copy && total >= MIN_FRAME_LEN && log.prepare_zero_copy(t.payload.start, plen, &table);
         if by_ref {
@@ -122,6 +157,18 @@ pub(crate) fn emit_zero_copy(
                 return Emitted::NoMbuf;
             };
             tcp::SendSource::read(log, t.payload.start, p);
+            if copy {
+                // The sum of the bytes just copied (still in L1), the header's sum already in
+                // the field; TCP headers are whole 32-bit words, so the payload starts on a
+                // 16-bit word boundary of the segment (RFC 1071 §2(B)).
+                let sum = ones_complement_sum(p);
+                // A fresh mbuf of the pool is always writable; were it not, drop the frame
+                // (counted, TCP retransmits) rather than send a wrong checksum.
+                let Some(f) = m.data_mut().and_then(|d| d.get_mut(hdr + 16..hdr + 18)) else {
+                    return Emitted::NoMbuf;
+                };
+                add_to_checksum(f, sum);
+            }
         }
     }
     if total < MIN_FRAME_LEN {
@@ -131,4 +178,111 @@ pub(crate) fn emit_zero_copy(
         }
     }
     Emitted::Frame(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smoltcp::wire::Ipv4Address;
+    use tcp::SendSource;
+    use tcp::wire::{checksum_ok, pseudo_header_sum};
+
+    /// A 20-byte TCP header (checksum field zero) of a segment with `payload` bytes, and the
+    /// field TCP writes when the payload's sum is left out (what [`SumLater`] makes it do).
+    fn header_without_payload(src: Ipv4Address, dst: Ipv4Address, n: usize, seed: u8) -> [u8; 20] {
+        let mut h = [0u8; 20];
+        for (i, b) in h.iter_mut().enumerate() {
+            *b = seed.wrapping_mul(31).wrapping_add(i as u8 * 7);
+        }
+        h[12] = 5 << 4;
+        h[16..18].fill(0);
+        let s = combine(pseudo_header_sum(src, dst, 20 + n), ones_complement_sum(&h));
+        h[16..18].copy_from_slice(&(!s).to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn the_folded_checksum_equals_the_reference_at_odd_and_even_lengths() {
+        let (src, dst) = (
+            Ipv4Address::new(10, 78, 0, 2),
+            Ipv4Address::new(10, 78, 0, 1),
+        );
+        for n in [
+            0usize, 1, 2, 3, 5, 7, 8, 63, 64, 1023, 1447, 1448, 1460, 8941,
+        ] {
+            for seed in [0u8, 1, 0x5a, 0xff] {
+                let payload: Vec<u8> = (0..n)
+                    .map(|i| (i as u8).wrapping_mul(seed | 1) ^ seed)
+                    .collect();
+                let mut h = header_without_payload(src, dst, n, seed);
+                add_to_checksum(&mut h[16..18], ones_complement_sum(&payload));
+                let mut seg = h.to_vec();
+                seg.extend_from_slice(&payload);
+                assert!(checksum_ok(src, dst, &seg), "n {n} seed {seed}");
+                // The reference: TCP's own software checksum over header and payload at once.
+                let mut r = seg.clone();
+                r[16..18].fill(0);
+                let want = !combine(
+                    pseudo_header_sum(src, dst, r.len()),
+                    ones_complement_sum(&r),
+                );
+                assert_eq!(&seg[16..18], &want.to_be_bytes(), "n {n} seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_ones_payloads_and_a_zero_field_fold_right() {
+        // Ones-complement corner cases: a payload summing to 0xffff (negative zero) and a
+        // header whose field is 0 (the running sum 0xffff).
+        let (src, dst) = (Ipv4Address::new(0, 0, 0, 0), Ipv4Address::new(0, 0, 0, 0));
+        for payload in [
+            vec![0xffu8; 2],
+            vec![0xff; 3],
+            vec![0xff; 1460],
+            vec![0u8; 9],
+        ] {
+            for seed in 0..=255u8 {
+                let mut h = header_without_payload(src, dst, payload.len(), seed);
+                add_to_checksum(&mut h[16..18], ones_complement_sum(&payload));
+                let mut seg = h.to_vec();
+                seg.extend_from_slice(&payload);
+                assert!(
+                    checksum_ok(src, dst, &seg),
+                    "len {} seed {seed}",
+                    payload.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sum_later_reads_the_log_and_leaves_the_payload_out_of_the_sum() {
+        // Records of inline bytes read through SumLater at odd offsets and lengths, across a
+        // record boundary: the bytes are the log's, the sum TCP sees is 0, and the sum of what
+        // was copied is the log's own sum over the same range.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut log = TxLog::new(false);
+        log.push_bytes(&data[..333], None);
+        log.push_bytes(&data[333..], None);
+        for (off, len) in [
+            (0u64, 333usize),
+            (1, 331),
+            (17, 1),
+            (100, 633),
+            (333, 667),
+            (3, 0),
+        ] {
+            let mut got = vec![0u8; len];
+            let mut s = SumLater(&mut log);
+            s.read(off, &mut got);
+            assert_eq!(s.checksum(off, len), 0);
+            assert_eq!(got, data[off as usize..off as usize + len]);
+            assert_eq!(
+                ones_complement_sum(&got),
+                log.checksum(off, len),
+                "{off}+{len}"
+            );
+        }
+    }
 }

@@ -32,6 +32,9 @@ pub enum Wire {
     Memif { role: &'static str, socket: PathBuf },
     /// An af_packet port on interface `iface` (inside the caller's namespace).
     AfPacket { iface: String },
+    /// An af_xdp port on queue 0 of interface `iface` (inside the caller's namespace): no
+    /// multi-segment TX, so the engine copies payload into each frame.
+    AfXdp { iface: String },
 }
 
 /// An iwarpd config for one host: `ip`/24 on `wire`, dataplane on `core`, control socket and
@@ -50,6 +53,9 @@ pub fn host_config(
             socket.display()
         ),
         Wire::AfPacket { iface } => format!("net_af_packet0,iface={iface},framecnt=8192"),
+        Wire::AfXdp { iface } => {
+            format!("net_af_xdp0,iface={iface},start_queue=0,queue_count=1")
+        }
     };
     let text = format!(
         "[eal]\nhugepages = \"off\"\nmemory_mb = 768\nfile_prefix = \"iwt-e2e-{side}-{pid}\"\n\
