@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A/B of bar (c) (BENCHMARKS.md §4): iwarp-perf write_bw 64 KiB over net_af_xdp on a veth, for
 # several variants alternating inside each round, with kernel iperf3 (TSO/GSO on and off) over
-# the same veth in the same rounds. Each variant is NAME=BIN_DIR[:XDP_ARGS[:XDP_DESC[:PERF_ARGS]]]
-# (extra net_af_xdp devargs, ring sizes and iwarp-perf arguments: XDP_ARGS, XDP_DESC and
-# XDP_PERF_ARGS of bench-rdma.sh); the order of the variants alternates between rounds.
+# the same veth in the same rounds. Each variant is
+# NAME=BIN_DIR[:XDP_ARGS[:XDP_DESC[:PERF_ARGS[:IDLE]]]] (extra net_af_xdp devargs, ring sizes,
+# iwarp-perf arguments and the engines' dataplane.idle: XDP_ARGS, XDP_DESC, XDP_PERF_ARGS and
+# XDP_IDLE of bench-rdma.sh); the order of the variants alternates between rounds.
 # Runs scripts/bench-rdma.sh (WIRES=afxdp SETS=bw ROUNDS=1) once per variant per round; take
 # the e2e lock around it: `flock /tmp/iwarp-e2e.lock scripts/ab-afxdp.sh base=DIR new=DIR`.
 # Environment: ROUNDS (3), OUT (results/ab-afxdp-<date>), LOAD_MAX, ITERS_BW, XDP_DESC: passed on;
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-results/ab-afxdp-$(date +%Y%m%d-%H%M)}
-[[ $# -ge 1 ]] || { echo "usage: $0 NAME=BIN_DIR[:XDP_ARGS[:XDP_DESC[:PERF_ARGS]]]..."; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: $0 NAME=BIN_DIR[:XDP_ARGS[:XDP_DESC[:PERF_ARGS[:IDLE]]]]..."; exit 2; }
 mkdir -p "$OUT"; OUT=$(realpath "$OUT")
 for r in $(seq "$ROUNDS"); do
     vs=("$@")
@@ -21,9 +22,10 @@ for r in $(seq "$ROUNDS"); do
     fi
     for v in "${vs[@]}"; do
         name=${v%%=*} spec=${v#*=}
-        IFS=: read -r bin args desc pargs <<< "$spec"
+        IFS=: read -r bin args desc pargs idle <<< "$spec"
         echo "== round $r $name"
-        BIN=$bin XDP_ARGS=${args:-} XDP_DESC=${desc:-${XDP_DESC:-}} XDP_PERF_ARGS=${pargs:-} ROUNDS=1 \
+        BIN=$bin XDP_ARGS=${args:-} XDP_DESC=${desc:-${XDP_DESC:-}} XDP_PERF_ARGS=${pargs:-} \
+            XDP_IDLE=${idle:-yield} ROUNDS=1 \
             PROFILE=${PROFILE:+$OUT/$name.r$r} PROFILE_MATCH='write_bw_64k_afxdp.r*' \
             WIRES=afxdp SETS=bw OUT="$OUT/$name.r$r" \
             scripts/bench-rdma.sh | grep -E "^(iperf3|write_bw|bench-rdma)" || true

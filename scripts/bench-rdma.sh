@@ -17,7 +17,8 @@
 #   the 1-min load average to fall below LOAD_MAX; the load is logged in OUT/load.txt either
 #   way: this machine is shared), XDP_DESC (af_xdp rx/tx descriptors; default the config's
 #   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=64"), XDP_PERF_ARGS (extra
-#   iwarp-perf arguments of the af_xdp write_bw, both sides, e.g. "--pump on"), PROFILE (a directory:
+#   iwarp-perf arguments of the af_xdp write_bw, both sides, e.g. "--pump on"), XDP_IDLE (the
+#   af_xdp engines' `dataplane.idle`, default "yield" as everywhere here), PROFILE (a directory:
 #   `perf record -a -g` while the client runs, in each run whose name matches the glob PROFILE_MATCH,
 #   default the round-1 af_xdp write_bw; with PROFILE_EVENTS, a comma-separated event list,
 #   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
@@ -61,7 +62,7 @@ mtu = 1500
 ${6:-}
 [dataplane]
 cores = [$4]
-idle = "yield"
+idle = "${IDLE:-yield}"
 [stats]
 file = "$work/$1.stats"
 interval_ms = 100
@@ -79,7 +80,8 @@ for s in a b; do # daemon mode: the same stacks as two iwarpd, iwarp-perf their 
 done
 xport=${XDP_DESC:+"rx_desc = $XDP_DESC
 tx_desc = $XDP_DESC"}
-conf xa "$(xdp "$VA")" 10.78.0.1 0 "" "$xport" > "$work/xa.toml"; conf xb "$(xdp "$VB")" 10.78.0.2 1 "" "$xport" > "$work/xb.toml"
+IDLE=${XDP_IDLE:-yield} conf xa "$(xdp "$VA")" 10.78.0.1 0 "" "$xport" > "$work/xa.toml"
+IDLE=${XDP_IDLE:-yield} conf xb "$(xdp "$VB")" 10.78.0.2 1 "" "$xport" > "$work/xb.toml"
 vstat() { ip -n "$1" -s link show "$2"; ip netns exec "$1" ethtool -S "$2" 2>/dev/null | grep -vE ': 0$' || true; }
 daemons_up() { # array name: start iwarpd A and B (daemon mode), wait for their control sockets
     local -n _p=$1; local s

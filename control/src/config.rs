@@ -128,6 +128,10 @@ pub struct MpaSection {
     /// An FPDU that stays half-received this long ends the stream with a TERMINATE, in
     /// milliseconds (100..=600000; siw has no such timer and hangs).
     pub rx_timeout_ms: u64,
+    /// How FPDU payload goes into frames: "by_ref" (attached to the registered memory, no
+    /// copy by us), "copy" (copied behind the headers), "auto" (copy on devices that copy
+    /// frames with the CPU anyway, such as memif and af_xdp; by reference on NICs).
+    pub tx_payload: String,
 }
 
 impl Default for MpaSection {
@@ -142,6 +146,7 @@ impl Default for MpaSection {
             private_data_max: 252,
             timeout_ms: 10_000,
             rx_timeout_ms: 5_000,
+            tx_payload: "auto".into(),
         }
     }
 }
@@ -1037,6 +1042,15 @@ impl Config {
                 format!("{} is out of range, allowed 100..=600000", m.rx_timeout_ms),
             ));
         }
+        if !matches!(m.tx_payload.as_str(), "auto" | "copy" | "by_ref") {
+            return Err(bad(
+                "mpa.tx_payload",
+                format!(
+                    "{:?} is not allowed, expected \"auto\", \"copy\" or \"by_ref\"",
+                    m.tx_payload
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -1286,6 +1300,11 @@ mod tests {
                 &format!("{MINIMAL}[mpa]\ncrc = \"maybe\"\n"),
                 "mpa.crc",
                 "\"on\", \"off\" or \"require\"",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\ntx_payload = \"zero\"\n"),
+                "mpa.tx_payload",
+                "\"auto\", \"copy\" or \"by_ref\"",
             ),
             (
                 &format!("{MINIMAL}[mpa]\nrevision = 3\n"),

@@ -16,7 +16,7 @@ use dataplane::netstack::{SendJob, Services};
 use dataplane::port::{Port, PortConfig, PortStats, fmt_mac};
 use dataplane::pump::{self, Pump};
 use dataplane::rdma::diag::{DiagOp, DiagRdmaConfig};
-use dataplane::rdma::{CrcMode, EngineConfig, EngineHandle, MemTable, engine_channels};
+use dataplane::rdma::{CrcMode, EngineConfig, EngineHandle, MemTable, TxPayload, engine_channels};
 use dataplane::rss::RssSteering;
 use dataplane::signal;
 use dataplane::stats::{SharedLcoreStats, render};
@@ -170,6 +170,11 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         ),
         EngineConfig {
             rx_timeout: netcore::Duration::from_millis(cfg.mpa.rx_timeout_ms),
+            tx_payload: match cfg.mpa.tx_payload.as_str() {
+                "copy" => TxPayload::Copy,
+                "by_ref" => TxPayload::ByRef,
+                _ => TxPayload::Auto,
+            },
             ..EngineConfig::default()
         },
     );

@@ -177,8 +177,11 @@ impl Lcore {
             // Zero-copy transmit computes the software TCP checksum in the FPDU's CRC pass.
             let zero_copy = setup.tcp.checksum == tcp::ChecksumMode::Software;
             let mut e = crate::rdma::engine::Engine::new(r.clone(), diag, zero_copy);
-            // A chain would be copied before the device sees it: copy the payload at once.
-            e.set_copy_payload(!q.info().tx_multi_seg);
+            // Payload by reference only where the device takes chains and does not copy
+            // frames with the CPU anyway (`[mpa] tx_payload`); otherwise a chain would be
+            // copied before the device sees it: copy the payload at once.
+            let by_ref = r.cfg.tx_payload.by_ref(q.info().is_virtual);
+            e.set_copy_payload(!by_ref || !q.info().tx_multi_seg);
             ns.rdma = Some(e);
         }
         Lcore {

@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod cpu;
+pub mod idle;
 pub mod json;
 pub mod params;
 pub mod plot;

@@ -5,6 +5,7 @@
 
 use super::cli::Pump;
 use super::cpu::CpuMeter;
+use super::idle;
 use super::params::{Test, Verb, cq_moderation};
 use super::session::{Comm, Engine, Row};
 use super::stats;
@@ -52,26 +53,29 @@ pub fn set_idle_yield(on: bool) {
 }
 
 /// One turn of a polling loop that found nothing: drive an engine this thread pumps, then
-/// spin or yield.
-fn idle_turn(dev: &Device) {
-    match PUMP.load(std::sync::atomic::Ordering::Relaxed) {
-        1 => dev.poll_engine(),
-        2 => {
-            let n = TURNS.with(|t| t.replace(t.get() + 1));
-            if (n / TOGGLE_EVERY).is_multiple_of(2) {
-                dev.poll_engine();
-            } else if n.is_multiple_of(TOGGLE_EVERY) {
-                // Hand the loop back to the dataplane thread mid-traffic.
-                dev.release_engine();
+/// spin, yield or nap ([`idle::Backoff`]).
+fn idle_turn(dev: &Device, backoff: &mut idle::Backoff) {
+    let pumped = dev.is_pumped()
+        && match PUMP.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => true,
+            2 => {
+                let n = TURNS.with(|t| t.replace(t.get() + 1));
+                let on = (n / TOGGLE_EVERY).is_multiple_of(2);
+                if !on && n.is_multiple_of(TOGGLE_EVERY) {
+                    // Hand the loop back to the dataplane thread mid-traffic.
+                    dev.release_engine();
+                }
+                on
             }
-        }
-        _ => {}
+            _ => false,
+        };
+    if pumped {
+        dev.poll_engine();
     }
-    if YIELD.load(std::sync::atomic::Ordering::Relaxed) {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
-    }
+    idle::wait(backoff.turn(idle::Policy {
+        yield_: YIELD.load(std::sync::atomic::Ordering::Relaxed),
+        pumped,
+    }));
 }
 
 /// How long a graceful close may take before the process exits anyway.
@@ -100,6 +104,7 @@ const CLOCK_EVERY: u32 = 64;
 /// Poll `cq` until a completion arrives or `deadline` passes.
 fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
     let mut spins = 0u32;
+    let mut backoff = idle::Backoff::default();
     loop {
         if let Some(wc) = cq.poll_one()? {
             if !wc.is_ok() {
@@ -111,7 +116,7 @@ fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
         if spins.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
             bail!("no completion within {:?}", WAIT);
         }
-        idle_turn(dev);
+        idle_turn(dev, &mut backoff);
     }
 }
 
@@ -451,6 +456,7 @@ impl Side {
         let mut wcs = vec![Wc::default(); 64];
         let mut stop = false;
         let mut progress = Instant::now();
+        let mut backoff = idle::Backoff::default();
         loop {
             if let Some(e) = end
                 && !stop
@@ -500,10 +506,11 @@ impl Side {
                 break;
             }
             if n == 0 {
-                idle_turn(&self.dev);
+                idle_turn(&self.dev, &mut backoff);
             }
             if n > 0 {
                 progress = Instant::now();
+                backoff.progress();
             } else if progress.elapsed() > WAIT {
                 // A stuck peer fails the test instead of hanging it.
                 bail!(
@@ -558,6 +565,7 @@ impl Side {
         let mut per_qp = vec![0u64; qps];
         let mut credits = 0u64;
         let mut scratch = vec![Wc::default(); 16];
+        let mut backoff = idle::Backoff::default();
         while got < total {
             self.scq.poll(&mut scratch)?;
             let n = self.rcq.poll(&mut wcs)?;
@@ -570,10 +578,11 @@ impl Side {
                 if idle.elapsed() > WAIT {
                     bail!("no Send received for {WAIT:?} ({got} so far)");
                 }
-                idle_turn(&self.dev);
+                idle_turn(&self.dev, &mut backoff);
                 continue;
             }
             idle = Instant::now();
+            backoff.progress();
             let t = now_ns();
             if got == 0 {
                 first = t;
@@ -649,6 +658,7 @@ impl Side {
                 rcnt += 1;
                 let dl = wait_until(end);
                 let mut spins = 0u32;
+                let mut backoff = idle::Backoff::default();
                 loop {
                     self.mr.read(poll_off, &mut b)?;
                     if b[0] == rcnt as u8 {
@@ -661,7 +671,7 @@ impl Side {
                         }
                         bail!("peer's RDMA Write {rcnt} did not arrive within {WAIT:?}");
                     }
-                    idle_turn(&self.dev);
+                    idle_turn(&self.dev, &mut backoff);
                 }
             }
             if let Some(e) = end

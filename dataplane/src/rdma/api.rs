@@ -547,6 +547,33 @@ pub struct EngineConfig {
     /// A `Disconnect` whose graceful close (queued work drained, FIN exchanged) takes longer
     /// than this ends with a reset.
     pub close_timeout: Duration,
+    /// How FPDU payload goes into frames ([`TxPayload`]).
+    pub tx_payload: TxPayload,
+}
+
+/// How FPDU payload goes into transmitted frames (`[mpa] tx_payload`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxPayload {
+    /// Copy on devices that copy frames with the CPU anyway
+    /// ([`crate::port::PortInfo::is_virtual`]: memif, af_xdp, af_packet), by reference on
+    /// the others.
+    #[default]
+    Auto,
+    /// Copied behind the headers, one buffer per frame.
+    Copy,
+    /// Attached by reference to the registered memory (the NIC reads it by DMA).
+    ByRef,
+}
+
+impl TxPayload {
+    /// Whether payload goes by reference on a port that is (or is not) `virtual_device`.
+    pub fn by_ref(self, virtual_device: bool) -> bool {
+        match self {
+            TxPayload::Auto => !virtual_device,
+            TxPayload::Copy => false,
+            TxPayload::ByRef => true,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -555,6 +582,7 @@ impl Default for EngineConfig {
             rx_timeout: Duration::from_secs(5),
             cmd_queue_depth: 4096,
             close_timeout: Duration::from_secs(5),
+            tx_payload: TxPayload::Auto,
         }
     }
 }

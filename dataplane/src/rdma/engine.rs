@@ -138,8 +138,10 @@ impl Engine {
     /// For a device without multi-segment TX (net_af_xdp, net_af_packet): a chain would be
     /// copied into one buffer before the device sees it, so the frames of a zero-copy engine
     /// take their payload by copy into the header's mbuf at once, and the TCP checksum is
-    /// the sum of the copied bytes (no sum in the FPDU's CRC pass). Set before connections
-    /// open.
+    /// the sum of the copied bytes (no sum in the FPDU's CRC pass). Also for a device that
+    /// copies frames with the CPU anyway (net_memif: one buffer to copy instead of a chain of
+    /// three after a pin and two more mbufs per segment; `[mpa] tx_payload`, issue #8). Set
+    /// before connections open.
     pub fn set_copy_payload(&mut self, on: bool) {
         self.copy_payload = on;
     }

@@ -24,7 +24,7 @@ pub mod txlog;
 pub use api::{
     CmdQueue, ConnectFailure, CqBinding, CrcMode, EngineCmd, EngineConfig, EngineError,
     EngineEvent, EngineHandle, LocalQueues, MpaPolicy, Negotiated, QpBinding, QpErrorReason,
-    QpQueues, RdmaSetup, RingBinding, RingLocation, RtrMode, TxFault, engine_channels,
+    QpQueues, RdmaSetup, RingBinding, RingLocation, RtrMode, TxFault, TxPayload, engine_channels,
 };
 pub use ids::{ClientId, ConnId, IdGen, ListenerId, QpNum, QpNumAllocator};
 pub use memory::{
