@@ -54,7 +54,12 @@ fn init_logging() {
 
 fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     init_logging();
-    let pump = a.pump == Pump::On;
+    // Run-to-completion halves the latency; the dataplane thread still moves bulk data
+    // faster (BENCHMARKS.md §4).
+    let pump_mode = a
+        .pump
+        .unwrap_or(if test.is_bw() { Pump::Off } else { Pump::On });
+    let pump = pump_mode == Pump::On;
     // Driving the engine, this thread has its dataplane thread's core alone (that thread is
     // parked meanwhile): nothing to yield to.
     let idle = match a.idle {
@@ -62,7 +67,7 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
         v => Idle::resolve(v),
     };
     bench::perf::rdma::set_idle_yield(idle == Idle::Yield);
-    bench::perf::rdma::set_pump(a.pump);
+    bench::perf::rdma::set_pump(pump_mode);
     let client = a.server.is_some();
     let dev =
         verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
