@@ -258,7 +258,12 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let pumps: Vec<Arc<Pump>> = setups
         .iter()
         .filter(|_| opts.embedded.is_some())
-        .map(|s| Arc::new(Pump::new(s.clock)))
+        .map(|s| {
+            Arc::new(Pump::new(
+                s.clock,
+                cfg.dataplane.cores.get(s.index).copied(),
+            ))
+        })
         .collect();
     if let Some(cb) = &opts.embedded {
         cb(server.clone(), pumps.clone());

@@ -93,6 +93,26 @@ impl Embedded {
         ran
     }
 
+    /// The calling thread stops polling for a while (it is about to block): the dataplane
+    /// threads take their loops back now (`dataplane::pump::Pump::release`).
+    pub fn release(&self) {
+        for p in &self.pumps {
+            p.release();
+        }
+    }
+
+    /// Pin the calling thread to the core of the first dataplane thread, so a thread that
+    /// drives the loop ([`Embedded::poll`]) shares that core with a parked dataplane thread
+    /// instead of racing it from another CPU. Returns the core, or `None` when the loop has
+    /// no core or pinning failed.
+    pub fn pin_current_thread(&self) -> Option<usize> {
+        let core = self.pumps.first().and_then(|p| p.core())?;
+        let id = core_affinity::get_core_ids()?
+            .into_iter()
+            .find(|c| c.id == core)?;
+        core_affinity::set_for_current(id).then_some(core)
+    }
+
     /// The `[control]` and `[client.N]` counters.
     pub fn stats(&self) -> String {
         self.server
@@ -113,6 +133,8 @@ impl Embedded {
             return Ok(0);
         };
         dataplane::signal::request_stop();
+        // Parked dataplane threads see the stop at once.
+        self.release();
         t.join().map_err(|_| anyhow!("embedded engine panicked"))?
     }
 }

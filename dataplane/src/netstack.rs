@@ -515,7 +515,8 @@ impl Netstack {
             }
             if let Some(e) = self.rdma.as_mut().filter(|e| e.zero_copy() && e.owns(h)) {
                 use crate::rdma::glue::{Emitted, emit_zero_copy};
-                match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool) {
+                let spare = &mut self.spare;
+                match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool, spare) {
                     Emitted::Frame(m) => tx.push(m),
                     Emitted::NoNeighbor => self.stats.tx_no_neighbor += 1,
                     Emitted::NoMbuf => {

@@ -5,11 +5,15 @@
 //! The loop state ([`Lcore`]) sits in a mutex: whoever holds it steps it, one thread at a time
 //! (the queue, the connections and their mbufs move between threads only through the lock).
 //! The dataplane thread stays the fallback: while the application polled within the last
-//! [`APP_ACTIVE`], it sleeps instead of polling; otherwise it steps the loop as before, so
-//! timers, ACKs and connections progress when the application does not poll.
+//! [`APP_ACTIVE`], it is parked (not napping and polling: the application thread, pinned to
+//! the same core, has the core alone); it wakes when the application's last poll is
+//! [`APP_ACTIVE`] old, or at once when the application hands the loop back
+//! ([`Pump::release`]: before it blocks, e.g. on the control socket), and steps the loop as
+//! before, so timers, ACKs and connections progress when the application does not poll.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, OnceLock, TryLockError};
+use std::thread::Thread;
 
 use crate::clock::TscClock;
 use crate::lcore::{Lcore, LcoreReport};
@@ -17,10 +21,10 @@ use crate::signal;
 use crate::stats::SharedLcoreStats;
 use std::time::Duration;
 
-/// How long after the application's last poll the dataplane thread keeps off the loop.
-pub const APP_ACTIVE: Duration = Duration::from_micros(500);
-/// The dataplane thread's nap while the application drives.
-const NAP: Duration = Duration::from_micros(100);
+/// How long after the application's last poll the dataplane thread keeps off the loop. Also
+/// how often the parked dataplane thread wakes to look (and publishes the counters): each
+/// wake-up is a context switch on the application's core.
+pub const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// How often (in the dataplane thread's turns) it publishes the counters.
 const PUBLISH_EVERY: u64 = 1024;
 
@@ -29,18 +33,31 @@ const PUBLISH_EVERY: u64 = 1024;
 pub struct Pump {
     lcore: Mutex<Option<Lcore>>,
     clock: TscClock,
-    /// The application's last poll (clock nanoseconds; 0: never).
+    /// The application's last poll (clock nanoseconds; 0: never, or handed back).
     app_polled: AtomicU64,
+    /// The CPU the loop's dataplane thread is pinned to, if any.
+    core: Option<usize>,
+    /// The dataplane thread, to wake it ([`Pump::release`]).
+    thread: OnceLock<Thread>,
 }
 
 impl Pump {
-    /// An empty pump; [`run`] installs the loop.
-    pub fn new(clock: TscClock) -> Pump {
+    /// An empty pump for the loop of a dataplane thread pinned to `core`; [`run`] installs
+    /// the loop.
+    pub fn new(clock: TscClock, core: Option<usize>) -> Pump {
         Pump {
             lcore: Mutex::new(None),
             clock,
             app_polled: AtomicU64::new(0),
+            core,
+            thread: OnceLock::new(),
         }
+    }
+
+    /// The CPU the loop's dataplane thread runs on (an application thread that drives the
+    /// loop belongs there too: one runnable thread per core, no migrations).
+    pub fn core(&self) -> Option<usize> {
+        self.core
     }
 
     /// Step the loop once, unless another thread holds it (then return at once). Returns
@@ -55,28 +72,42 @@ impl Pump {
         }
     }
 
-    fn app_active(&self) -> bool {
+    /// The application stops polling for a while (it is about to block): the dataplane
+    /// thread takes the loop back now instead of after [`APP_ACTIVE`]. Its next
+    /// [`Pump::poll`] takes it again.
+    pub fn release(&self) {
+        self.app_polled.store(0, Ordering::Relaxed);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// While the application drives the loop: how long until it counts as gone.
+    fn app_left(&self) -> Option<Duration> {
         let last = self.app_polled.load(Ordering::Relaxed);
-        last != 0 && self.clock.now().as_nanos() < last + APP_ACTIVE.as_nanos() as u64
+        let until = last.checked_add(APP_ACTIVE.as_nanos() as u64)?;
+        let now = self.clock.now().as_nanos();
+        (last != 0 && now < until).then(|| Duration::from_nanos(until - now))
     }
 }
 
 /// The dataplane thread's loop over `lcore`, shared with the application through `pump`:
-/// step while the application is not polling, nap while it is; until a stop is requested.
+/// step while the application is not polling, park while it is; until a stop is requested.
 pub fn run(lcore: Lcore, pump: &Pump, shared: &SharedLcoreStats) -> LcoreReport {
     let idle_yield = lcore.idle_yield();
     *pump.lcore.lock().unwrap_or_else(|e| e.into_inner()) = Some(lcore);
+    let _ = pump.thread.set(std::thread::current());
     let mut turns = 0u64;
     while !signal::stop_requested() {
         turns += 1;
-        if pump.app_active() {
-            if turns.is_multiple_of(64)
-                && let Ok(mut g) = pump.lcore.try_lock()
+        if let Some(left) = pump.app_left() {
+            if let Ok(mut g) = pump.lcore.try_lock()
                 && let Some(l) = g.as_mut()
             {
                 l.publish(shared);
             }
-            std::thread::sleep(NAP);
+            // Woken early by `release`; a stop is seen within APP_ACTIVE.
+            std::thread::park_timeout(left);
             continue;
         }
         let idle = match pump.lcore.try_lock() {

@@ -274,6 +274,8 @@ impl Cq {
             match &self.inner.channel {
                 Some(ch) => {
                     if !self.req_notify()? {
+                        // The engine must run to complete anything: not this thread now.
+                        self.inner.dev.release_engine();
                         ch.wait(left)?;
                     }
                 }

@@ -101,6 +101,10 @@ pub(crate) struct DeviceInner {
 pub(crate) trait LocalEngine: Send + Sync {
     /// Step the dataplane loops once from the calling thread (run-to-completion mode).
     fn poll(&self);
+    /// The calling thread stops stepping the loops for a while: their threads take over now.
+    fn release(&self);
+    /// Pin the calling thread to the core of the (first) dataplane loop.
+    fn pin_current_thread(&self) -> Option<usize>;
 }
 
 impl std::fmt::Debug for DeviceInner {
@@ -286,13 +290,33 @@ impl Device {
 
     /// Embedded mode: run one iteration of the engine's dataplane loop on the calling thread
     /// (receive, place, transmit, complete), so a busy-polling application sees its
-    /// completions and data without a hand-off to the dataplane thread; that thread naps
-    /// while the application keeps polling and takes over when it stops (`dataplane::pump`).
+    /// completions and data without a hand-off to the dataplane thread; that thread is parked
+    /// while the application keeps polling and takes over when it stops (`dataplane::pump`,
+    /// [`Device::release_engine`]). Pin the polling thread with [`Device::pin_to_engine`].
     /// Nothing happens for a daemon's device. Busy loops may call it unconditionally.
     pub fn poll_engine(&self) {
         if let Some(e) = &self.inner.engine {
             e.poll();
         }
+    }
+
+    /// Embedded mode: the calling thread stops calling [`Device::poll_engine`] for a while
+    /// (it is about to sleep or block): the engine's dataplane thread takes its loop back at
+    /// once instead of after a short grace period (`dataplane::pump::APP_ACTIVE`). Calls
+    /// that block on the engine (CM events, control requests, completion channels) do it
+    /// themselves. Nothing happens for a daemon's device.
+    pub fn release_engine(&self) {
+        if let Some(e) = &self.inner.engine {
+            e.release();
+        }
+    }
+
+    /// Embedded mode, for a thread that drives the engine ([`Device::poll_engine`]): pin it
+    /// to the core of the engine's (first) dataplane thread, so the two share one core (the
+    /// dataplane thread is parked while this one polls) instead of racing from two CPUs.
+    /// Returns the core; `None` for a daemon's device or when pinning failed.
+    pub fn pin_to_engine(&self) -> Option<usize> {
+        self.inner.engine.as_ref()?.pin_current_thread()
     }
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {

@@ -73,11 +73,11 @@ mod imp {
         let sock = engine
             .connect()
             .map_err(Error::io("embedded control connection"))?;
-        Device::handshake(
-            spec.clone(),
-            Session::new(sock),
-            Some(Box::new(Local(engine))),
-        )
+        // Before it blocks on the control socket the thread may have been driving the
+        // loop: give it back to the dataplane thread, which the answer may need.
+        let e = engine.clone();
+        let session = Session::with_on_block(sock, Box::new(move || e.release()));
+        Device::handshake(spec.clone(), session, Some(Box::new(Local(engine))))
     }
 
     /// The process's engine, stepped from application threads.
@@ -86,6 +86,14 @@ mod imp {
     impl crate::device::LocalEngine for Local {
         fn poll(&self) {
             self.0.poll();
+        }
+
+        fn release(&self) {
+            self.0.release();
+        }
+
+        fn pin_current_thread(&self) -> Option<usize> {
+            self.0.pin_current_thread()
         }
     }
 }

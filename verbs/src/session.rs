@@ -25,10 +25,15 @@ struct State {
     closed: bool,
 }
 
+/// What to do before the caller blocks on the socket (embedded mode: hand the dataplane
+/// loop back to its thread, which the answer or event may need).
+pub(crate) type OnBlock = Box<dyn Fn() + Send + Sync>;
+
 /// The control connection.
 pub(crate) struct Session {
     sock: SeqPacket,
     state: Mutex<State>,
+    on_block: Option<OnBlock>,
 }
 
 impl std::fmt::Debug for Session {
@@ -45,6 +50,16 @@ impl Session {
                 next_id: 1,
                 ..State::default()
             }),
+            on_block: None,
+        }
+    }
+
+    /// A session that calls `on_block` whenever it is about to wait on the socket.
+    #[cfg_attr(not(feature = "embedded"), allow(dead_code))]
+    pub(crate) fn with_on_block(sock: SeqPacket, on_block: OnBlock) -> Session {
+        Session {
+            on_block: Some(on_block),
+            ..Session::new(sock)
         }
     }
 
@@ -58,6 +73,11 @@ impl Session {
     }
 
     fn wait_readable(&self, timeout: Duration) -> Result<bool> {
+        if let Some(f) = &self.on_block
+            && !timeout.is_zero()
+        {
+            f();
+        }
         self.sock
             .wait_readable(timeout)
             .map_err(Error::io("poll control socket"))

@@ -3,7 +3,7 @@
 //! kernel-socket baselines. Exit status: 0 success, 1 failure, 2 bad command line.
 
 use anyhow::{Context, Result};
-use bench::perf::cli::{AtomicType, Cli, Cmd, Idle, OnOff, PerfArgs, TcpArgs, json_path};
+use bench::perf::cli::{AtomicType, Cli, Cmd, Idle, OnOff, PerfArgs, Pump, TcpArgs, json_path};
 use bench::perf::params::{self, DEF_CACHE_LINE_SIZE, DEF_PAGE_SIZE, Test, Verb};
 use bench::perf::rdma::{CommQp, Opts, Side};
 use bench::perf::report::{self, TestInfo};
@@ -54,11 +54,22 @@ fn init_logging() {
 
 fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     init_logging();
-    bench::perf::rdma::set_idle_yield(Idle::resolve(a.idle) == Idle::Yield);
-    bench::perf::rdma::set_pump(a.pump == OnOff::On);
+    let pump = a.pump == Pump::On;
+    // Driving the engine, this thread has its dataplane thread's core alone (that thread is
+    // parked meanwhile): nothing to yield to.
+    let idle = match a.idle {
+        None if pump => Idle::Spin,
+        v => Idle::resolve(v),
+    };
+    bench::perf::rdma::set_idle_yield(idle == Idle::Yield);
+    bench::perf::rdma::set_pump(a.pump);
     let client = a.server.is_some();
     let dev =
         verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
+    if pump {
+        // None with a daemon, or when the engine's core is not ours to pin to.
+        let _ = dev.pin_to_engine();
+    }
     let pd = dev.alloc_pd()?;
     let attrs = dev.attrs().clone();
     let sizes = if a.all {

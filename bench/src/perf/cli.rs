@@ -80,6 +80,18 @@ pub enum OnOff {
     Off,
 }
 
+/// `--pump`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Pump {
+    /// The polling loops step the engine themselves (on its dataplane core).
+    On,
+    /// The engine's dataplane thread steps it.
+    Off,
+    /// For tests: alternate, every few hundred empty polls, between the two (the loop handed
+    /// back and forth between the application and the dataplane thread mid-traffic).
+    Toggle,
+}
+
 /// `--idle`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Idle {
@@ -184,11 +196,13 @@ pub struct PerfArgs {
     #[arg(long = "idle", value_enum)]
     pub idle: Option<Idle>,
     /// Ours, embedded mode: `on` the polling loops step the engine's dataplane loop
-    /// themselves (run-to-completion, `verbs::Device::poll_engine`): a lower median latency on
-    /// shared cores, but 0.6x the bandwidth and longer tails (BENCHMARKS.md §4); `off`
-    /// (default) they leave it to the engine's dataplane thread. No effect with a daemon.
-    #[arg(long = "pump", value_enum, default_value_t = OnOff::Off)]
-    pub pump: OnOff,
+    /// themselves (run-to-completion, `verbs::Device::poll_engine`) from the dataplane
+    /// thread's core (this thread is pinned there, the dataplane thread is parked meanwhile,
+    /// `--idle` defaults to `spin`); `off` (default) they leave it to the engine's dataplane
+    /// thread; `toggle` alternates (tests). BENCHMARKS.md §4 compares them. No effect with a
+    /// daemon.
+    #[arg(long = "pump", value_enum, default_value_t = Pump::Off)]
+    pub pump: Pump,
     /// Ours: also count this process's CPU time (the daemon in daemon mode) in CPU_Util.
     #[arg(long = "daemon_pid", value_name = "PID")]
     pub daemon_pid: Option<u32>,

@@ -65,6 +65,10 @@ impl Backoff {
 
     /// The turn for an empty poll now ([`Policy::decide`]).
     pub fn turn(&mut self, policy: Policy) -> Turn {
+        if !policy.yield_ || policy.pumped {
+            // Not a matter of time: no clock read per empty poll (bar (b)).
+            return policy.decide(Duration::ZERO);
+        }
         let now = Instant::now();
         let since = *self.since.get_or_insert(now);
         policy.decide(now.duration_since(since))

@@ -3,6 +3,7 @@
 //! perftest's `run_iter_bw`, `run_iter_bw_server`, `run_iter_lat_write`, `run_iter_lat_send`
 //! and `run_iter_lat` so the numbers mean the same thing.
 
+use super::cli::Pump;
 use super::cpu::CpuMeter;
 use super::idle;
 use super::params::{Test, Verb, cq_moderation};
@@ -23,12 +24,26 @@ const SYNC_ID: u64 = 5;
 /// Whether the polling loops give the core away (`sched_yield`) when they found nothing.
 static YIELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Whether the polling loops step an embedded engine themselves (`--pump`).
-static PUMP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether the polling loops step an embedded engine themselves (`--pump`): 0 off, 1 on,
+/// 2 toggle.
+static PUMP: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// `--pump on|off`: whether the polling loops drive an embedded engine themselves.
-pub fn set_pump(on: bool) {
-    PUMP.store(on, std::sync::atomic::Ordering::Relaxed);
+/// `--pump toggle`: how many empty polls each phase (driving / leaving it) lasts.
+const TOGGLE_EVERY: u64 = 300;
+
+/// `--pump on|off|toggle`: whether the polling loops drive an embedded engine themselves.
+pub fn set_pump(p: Pump) {
+    let v = match p {
+        Pump::Off => 0,
+        Pump::On => 1,
+        Pump::Toggle => 2,
+    };
+    PUMP.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+thread_local! {
+    /// `--pump toggle`: this thread's empty polls so far.
+    static TURNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Make the polling loops yield (`--idle yield`: the dataplane threads share our cores) or
@@ -37,22 +52,30 @@ pub fn set_idle_yield(on: bool) {
     YIELD.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// How the polling loops wait ([`idle::Policy`]) under the `--idle` and `--pump` settings.
-fn policy(dev: &Device) -> idle::Policy {
-    idle::Policy {
-        yield_: YIELD.load(std::sync::atomic::Ordering::Relaxed),
-        pumped: PUMP.load(std::sync::atomic::Ordering::Relaxed) && dev.is_pumped(),
-    }
-}
-
 /// One turn of a polling loop that found nothing: drive an engine this thread pumps, then
 /// spin, yield or nap ([`idle::Backoff`]).
 fn idle_turn(dev: &Device, backoff: &mut idle::Backoff) {
-    let p = policy(dev);
-    if p.pumped {
+    let pumped = dev.is_pumped()
+        && match PUMP.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => true,
+            2 => {
+                let n = TURNS.with(|t| t.replace(t.get() + 1));
+                let on = (n / TOGGLE_EVERY).is_multiple_of(2);
+                if !on && n.is_multiple_of(TOGGLE_EVERY) {
+                    // Hand the loop back to the dataplane thread mid-traffic.
+                    dev.release_engine();
+                }
+                on
+            }
+            _ => false,
+        };
+    if pumped {
         dev.poll_engine();
     }
-    idle::wait(backoff.turn(p));
+    idle::wait(backoff.turn(idle::Policy {
+        yield_: YIELD.load(std::sync::atomic::Ordering::Relaxed),
+        pumped,
+    }));
 }
 
 /// How long a graceful close may take before the process exits anyway.
@@ -74,8 +97,13 @@ fn close(cm: &CmId) {
     }
 }
 
+/// Empty polls between two looks at the clock in the polling loops (a clock read costs as
+/// much as a poll of an idle engine).
+const CLOCK_EVERY: u32 = 64;
+
 /// Poll `cq` until a completion arrives or `deadline` passes.
 fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
+    let mut spins = 0u32;
     let mut backoff = idle::Backoff::default();
     loop {
         if let Some(wc) = cq.poll_one()? {
@@ -84,7 +112,8 @@ fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
             }
             return Ok(wc);
         }
-        if Instant::now() > deadline {
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
             bail!("no completion within {:?}", WAIT);
         }
         idle_turn(dev, &mut backoff);
@@ -628,13 +657,15 @@ impl Side {
             if rcnt < iters && !(scnt < 1 && server) {
                 rcnt += 1;
                 let dl = wait_until(end);
+                let mut spins = 0u32;
                 let mut backoff = idle::Backoff::default();
                 loop {
                     self.mr.read(poll_off, &mut b)?;
                     if b[0] == rcnt as u8 {
                         break;
                     }
-                    if Instant::now() > dl {
+                    spins = spins.wrapping_add(1);
+                    if spins.is_multiple_of(CLOCK_EVERY) && Instant::now() > dl {
                         if end.is_some() {
                             break 'run;
                         }

@@ -152,6 +152,9 @@ pub(crate) struct RdmaConn {
     fault: Option<TxFault>,
     /// `rst` fault: reset once the stream is acknowledged up to this offset.
     rst_at: Option<u64>,
+    /// A received message ended: acknowledge it at the next service (the next loop step),
+    /// unless a segment of ours carries the ACK by then ([`RdmaConn::receive`]).
+    ack_next_step: bool,
 }
 
 fn addr(a: tcp::SockAddr) -> SocketAddrV4 {
@@ -227,6 +230,7 @@ impl RdmaConn {
             reported: false,
             fault: None,
             rst_at: None,
+            ack_next_step: false,
         }
     }
 
@@ -393,6 +397,7 @@ impl RdmaConn {
         c: &mut Connection<B>,
         ctx: &mut Ctx<'_>,
     ) {
+        let ack_owed = std::mem::take(&mut self.ack_next_step);
         self.tcp_events(c);
         self.receive(now, c, ctx);
         self.timers(now, c, ctx);
@@ -404,6 +409,11 @@ impl RdmaConn {
             r.intake(ctx);
             r.transmit(now, c, &mut self.log);
             r.deliver(ctx);
+        }
+        if ack_owed {
+            // After `transmit`: an FPDU queued since carries the ACK (TCP sends data before
+            // a pure ACK, and either clears the request).
+            c.request_ack();
         }
         self.after_fault(now, c, ctx);
         self.finish(now, c, ctx);
@@ -496,8 +506,11 @@ impl RdmaConn {
         {
             // A message ended and nothing more of this stream waits in this burst: its sender
             // completes the message only when TCP acknowledges the last byte, so do not hold
-            // the ACK for the delayed-ACK timer (issue #8: lone Writes paced by it).
-            c.request_ack();
+            // the ACK for the delayed-ACK timer (issue #8: lone Writes paced by it). Not in
+            // this step but in the next one: an application that answers the message (a
+            // ping-pong) posts its reply in between when it drives the loop itself
+            // (`crate::pump`), and the reply carries the ACK instead of a frame of its own.
+            self.ack_next_step = true;
         }
         if let Some(r) = &mut self.run {
             r.stats.fpdus_rx = r.qp.rx_fpdus();
@@ -824,8 +837,17 @@ impl RdmaConn {
         t
     }
 
+    /// An ACK is owed at the next loop step ([`RdmaConn::receive`]).
+    #[cfg(test)]
+    pub(crate) fn ack_owed(&self) -> bool {
+        self.ack_next_step
+    }
+
     /// Whether work may be waiting in the QP's queues (the engine polls rings each loop).
     pub(crate) fn has_work(&mut self) -> bool {
+        if self.ack_next_step {
+            return true;
+        }
         match &mut self.run {
             Some(r) => {
                 !r.pending.is_empty()

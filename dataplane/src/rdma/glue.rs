@@ -107,7 +107,9 @@ pub(crate) fn add_to_checksum(field: &mut [u8], sum: u16) {
 /// CRC. Payload whose mapping cannot be registered with DPDK, and frames shorter than the
 /// Ethernet minimum, are copied instead. With [`Engine::copy_payload`] (a device without
 /// multi-segment TX) every payload is copied into the header's mbuf and the TCP checksum is
-/// completed from the sum of the copied bytes ([`SumLater`]).
+/// completed from the sum of the copied bytes ([`SumLater`]). `spare`: an mbuf kept from an
+/// attempt that had nothing to send, used (and refilled) before the pool is asked.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_zero_copy(
     now: Instant,
     h: ConnHandle,
@@ -115,9 +117,10 @@ pub(crate) fn emit_zero_copy(
     tcp: &mut Endpoint<Mbuf>,
     iface: &mut Iface,
     pool: &Mempool,
+    spare: &mut Option<Mbuf>,
 ) -> Emitted {
     let hdr = ETH_HEADER_LEN + IPV4_HEADER_LEN;
-    let Some(mut m) = pool.alloc() else {
+    let Some(mut m) = spare.take().or_else(|| pool.alloc()) else {
         return Emitted::NoMbuf;
     };
     m.set_len(0);
@@ -127,6 +130,7 @@ pub(crate) fn emit_zero_copy(
     let table = engine.mem().clone();
     let copy = engine.copy_payload();
     let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
+        *spare = Some(m);
         return Emitted::Nothing;
     };
     let t = if copy {
@@ -135,6 +139,9 @@ pub(crate) fn emit_zero_copy(
         c.poll_transmit_header(now, &mut buf[hdr..], log)
     };
     let Some(t) = t else {
+        // A connection serviced without output (every loop step in which its queues were
+        // looked at): keep the mbuf rather than free and allocate one each time.
+        *spare = Some(m);
         return Emitted::Nothing;
     };
     let plen = (t.payload.end - t.payload.start) as usize;

@@ -905,3 +905,66 @@ fn a_lone_write_is_acknowledged_at_its_last_fpdu_not_at_the_delayed_ack() {
     assert!(p.acked_within(end, delack / 2), "second Write's end");
     assert_eq!(quick(&p), q0 + 2, "quick ACKs");
 }
+
+/// Issue #8, bar (b): the ACK a message end asks for waits one loop step, so that a reply the
+/// application posts in between (a ping-pong driven by the application thread itself,
+/// `crate::pump`) carries it: one segment instead of a pure ACK and then the reply.
+#[test]
+fn a_reply_posted_before_the_next_step_carries_the_quick_ack() {
+    use iwarp::rdmap::{WorkRequest, WrOpcode};
+    let mut p = raw_peer(Duration::from_secs(60));
+    p.establish();
+    let heap = HeapMemory::new(4096);
+    let k =
+        p.s.b
+            .handle
+            .mem
+            .register(MrRequest {
+                owner: ClientId(5),
+                pd: PdId(1),
+                mem: heap.clone(),
+                offset: 0,
+                len: 4096,
+                base_to: 0,
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                remote_invalidate: false,
+            })
+            .unwrap();
+    // RFC 5044 §7.1.2: the responder's first FPDU waits for the initiator's (or a grace).
+    p.s.run_until(Duration::from_millis(300), |_| false);
+    let segs = p.s.b.tcp.stats().segs_out;
+    let end = p.queue_fpdus(&[write_fpdu(k.rkey, 0, b"hi", true)]);
+    // Up to the step that placed it.
+    let placed = p.s.run_until(Duration::from_millis(100), |_| {
+        let mut b = [0u8; 2];
+        heap.copy_out(0, &mut b) && &b == b"hi"
+    });
+    assert!(placed, "the Write was not placed");
+    // The application answers before the loop steps again.
+    let mut w = WorkRequest::new(
+        7,
+        WrOpcode::Write,
+        vec![Sge {
+            mr: p.lkey,
+            offset: 0,
+            len: 2,
+        }],
+    );
+    w.remote_stag = iwarp::stag::Stag(0x1234_5600);
+    p.queues.post_send(w);
+    let acked = p.s.run_until(Duration::from_millis(100), |s| {
+        s.a.tcp.conn(p.h).is_some_and(|c| c.acked_offset() >= end)
+    });
+    assert!(acked, "the Write was not acknowledged");
+    assert_eq!(
+        p.s.b.tcp.stats().segs_out,
+        segs + 1,
+        "the reply and the ACK in one segment"
+    );
+    let reply = p.received();
+    assert_eq!(
+        &reply[16..18],
+        &[0u8; 2][..],
+        "the reply's payload arrived with it"
+    );
+}
