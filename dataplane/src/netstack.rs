@@ -12,7 +12,8 @@ use crate::rss::RssSteering;
 use crate::timers::TimerWheel;
 use netcore::Instant;
 use smoltcp::wire::Ipv4Address;
-use std::collections::HashMap;
+// Keyed by our own connection handles: FxHash, not SipHash, on the per-step lookups.
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use tcp::iface::{
     ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, Iface, MIN_FRAME_LEN, Resolve, RxAction,
@@ -195,11 +196,11 @@ impl Netstack {
         Netstack {
             iface,
             tcp,
-            conns: HashMap::new(),
+            conns: HashMap::default(),
             dirty: Vec::new(),
             // 100 us ticks, 8192 slots: 0.8 s per turn.
             wheel: TimerWheel::new(8192, 100_000),
-            armed: HashMap::new(),
+            armed: HashMap::default(),
             expired: Vec::new(),
             wait_neighbor: Vec::new(),
             held: Vec::new(),

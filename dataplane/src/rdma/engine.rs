@@ -14,7 +14,9 @@
 //! 4. [`Engine::poll_timeout`] to arm the connection's timer; [`Engine::on_reaped`] once TCP
 //!    dropped the connection.
 
-use std::collections::HashMap;
+// Keys are our own handles and numbers (never chosen by a peer): FxHash, not SipHash, on
+// the per-step lookups (issue #8, bar (b)).
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -113,13 +115,13 @@ impl Engine {
             events: setup.events,
             cfg: setup.cfg,
             stats: setup.stats,
-            conns: HashMap::new(),
-            by_id: HashMap::new(),
-            by_qp: HashMap::new(),
-            listeners: HashMap::new(),
+            conns: HashMap::default(),
+            by_id: HashMap::default(),
+            by_qp: HashMap::default(),
+            listeners: HashMap::default(),
             connecting: Vec::new(),
-            cqs: CqMap::new(),
-            flushed: HashMap::new(),
+            cqs: CqMap::default(),
+            flushed: HashMap::default(),
             out: Vec::new(),
             cmd_buf: Vec::new(),
             diag,

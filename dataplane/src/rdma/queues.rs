@@ -10,7 +10,7 @@
 //! QPs of this thread that share a CQ share its producer ([`CqMap`], keyed by CQ number), as
 //! two producers on one sub-ring would overwrite each other's entries.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use abi::ring::{Consumer, CqProducer, PushError, RingError};
@@ -64,7 +64,8 @@ pub(crate) struct CqOut {
 }
 
 /// This thread's CQ producers, by CQ number.
-pub(crate) type CqMap = HashMap<u32, CqOut>;
+/// By CQ id (ours): FxHash, not SipHash, on the per-completion lookups.
+pub(crate) type CqMap = rustc_hash::FxHashMap<u32, CqOut>;
 
 fn attach_cq(b: &CqBinding, thread: usize, cqs: &mut CqMap) -> Result<(), QueueError> {
     if let Some(c) = cqs.get_mut(&b.cq) {
@@ -383,7 +384,7 @@ mod tests {
         let mem = HeapMemory::new(64 * 1024);
         let (b, layout) = binding(&mem);
         let efd = b.send_cq.eventfd.clone().unwrap();
-        let mut cqs = CqMap::new();
+        let mut cqs = CqMap::default();
         let q = QpQueues::Rings(b.clone());
         let mut io = QueueIo::bind(&q, 1, &mut cqs).unwrap();
         // A second QP on the same CQ shares the producer.
@@ -454,7 +455,7 @@ mod tests {
     fn a_flushed_qp_waits_for_room_in_the_cq_and_keeps_the_order() {
         let mem = HeapMemory::new(64 * 1024);
         let (b, layout) = binding(&mem);
-        let mut cqs = CqMap::new();
+        let mut cqs = CqMap::default();
         let io = QueueIo::bind(&QpQueues::Rings(b.clone()), 0, &mut cqs).unwrap();
         let rm = RingMem::new(mem.clone()).unwrap();
         let mut client_sq = Producer::<Wqe, _>::attach(rm.clone(), b.sq.offset, 8).unwrap();
@@ -496,7 +497,7 @@ mod tests {
     #[test]
     fn local_queues_pass_through() {
         let l = LocalQueues::default();
-        let mut cqs = CqMap::new();
+        let mut cqs = CqMap::default();
         let mut io = QueueIo::bind(&QpQueues::Local(l.clone()), 0, &mut cqs).unwrap();
         assert!(!io.has_work().unwrap());
         l.post_recv(RecvRequest {
