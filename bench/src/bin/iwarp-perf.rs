@@ -59,7 +59,15 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     let pump_mode = a
         .pump
         .unwrap_or(if test.is_bw() { Pump::Off } else { Pump::On });
-    let pump = pump_mode == Pump::On;
+    let client = a.server.is_some();
+    let dev =
+        verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
+    // Only an embedded engine can be driven (a daemon's runs on its own threads).
+    let pump = pump_mode == Pump::On && dev.is_pumped();
+    if pump {
+        // None when the engine's core is not ours to pin to.
+        let _ = dev.pin_to_engine();
+    }
     // Driving the engine, this thread has its dataplane thread's core alone (that thread is
     // parked meanwhile): nothing to yield to.
     let idle = match a.idle {
@@ -68,13 +76,6 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     };
     bench::perf::rdma::set_idle_yield(idle == Idle::Yield);
     bench::perf::rdma::set_pump(pump_mode);
-    let client = a.server.is_some();
-    let dev =
-        verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
-    if pump {
-        // None with a daemon, or when the engine's core is not ours to pin to.
-        let _ = dev.pin_to_engine();
-    }
     let pd = dev.alloc_pd()?;
     let attrs = dev.attrs().clone();
     let sizes = if a.all {
