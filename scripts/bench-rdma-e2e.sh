@@ -45,6 +45,9 @@ mbufs = 16384
 idle = "$IDLE"
 [control]
 socket = "$W/$1.sock"
+[mpa]
+# Both ends are our stack: no wait for Linux siw's responder race (README, mpa.first_fpdu_delay_ms).
+first_fpdu_delay_ms = 0
 [log]
 level = "warn"
 EOF

@@ -63,6 +63,9 @@ ${6:-}
 [dataplane]
 cores = [$4]
 idle = "${IDLE:-yield}"
+[mpa]
+# Both ends are our stack: no wait for Linux siw's responder race (README, mpa.first_fpdu_delay_ms).
+first_fpdu_delay_ms = 0
 [stats]
 file = "$work/$1.stats"
 interval_ms = 100

@@ -52,6 +52,8 @@ idle = "$5"
 socket = "$work/$1.ctl.sock"
 [mpa]
 crc = "on"
+# Both ends are our stack: no wait for Linux siw's responder race (README, mpa.first_fpdu_delay_ms).
+first_fpdu_delay_ms = 0
 [log]
 level = "warn"
 EOT

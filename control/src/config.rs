@@ -132,6 +132,11 @@ pub struct MpaSection {
     /// copy by us), "copy" (copied behind the headers), "auto" (copy on devices that copy
     /// frames with the CPU anyway, such as memif and af_xdp; by reference on NICs).
     pub tx_payload: String,
+    /// Initiator: milliseconds between the MPA Reply and our first FPDU (RTR included), 0..=1000.
+    /// Stock Linux siw as responder may leave an FPDU that arrives right after its Reply
+    /// unprocessed (its receive upcall is not hooked yet); 50 ms avoided that in every try.
+    /// 0 when no peer is such a siw (our stack, hardware RNICs).
+    pub first_fpdu_delay_ms: u64,
 }
 
 impl Default for MpaSection {
@@ -147,6 +152,7 @@ impl Default for MpaSection {
             timeout_ms: 10_000,
             rx_timeout_ms: 5_000,
             tx_payload: "auto".into(),
+            first_fpdu_delay_ms: 50,
         }
     }
 }
@@ -1042,6 +1048,15 @@ impl Config {
                 format!("{} is out of range, allowed 100..=600000", m.rx_timeout_ms),
             ));
         }
+        if m.first_fpdu_delay_ms > 1000 {
+            return Err(bad(
+                "mpa.first_fpdu_delay_ms",
+                format!(
+                    "{} is out of range, allowed 0..=1000",
+                    m.first_fpdu_delay_ms
+                ),
+            ));
+        }
         if !matches!(m.tx_payload.as_str(), "auto" | "copy" | "by_ref") {
             return Err(bad(
                 "mpa.tx_payload",
@@ -1340,6 +1355,11 @@ mod tests {
                 &format!("{MINIMAL}[mpa]\nrx_timeout_ms = 700000\n"),
                 "mpa.rx_timeout_ms",
                 "100..=600000",
+            ),
+            (
+                &format!("{MINIMAL}[mpa]\nfirst_fpdu_delay_ms = 5000\n"),
+                "mpa.first_fpdu_delay_ms",
+                "0..=1000",
             ),
             (
                 &format!("{MINIMAL}[mpa]\nmarkers = \"yes\"\n"),

@@ -121,6 +121,7 @@ pub fn mpa_policy(m: &MpaSection) -> MpaPolicy {
         ord: m.ord,
         private_data_max: m.private_data_max,
         timeout: netcore::Duration::from_millis(m.timeout_ms),
+        first_fpdu_delay: netcore::Duration::from_millis(m.first_fpdu_delay_ms),
     }
 }
 

@@ -873,7 +873,7 @@ fn max_clients_is_enforced() {
 #[test]
 fn mpa_section_maps_to_the_dataplane_policy() {
     let cfg = crate::config::Config::parse(
-        "[port]\ndevice = \"net_memif0\"\nip = \"10.0.0.1/24\"\n[mpa]\ncrc = \"require\"\nmarkers = true\nrevision = 1\nrtr = \"send\"\nird = 3\nord = 5\nprivate_data_max = 100\ntimeout_ms = 2500\n",
+        "[port]\ndevice = \"net_memif0\"\nip = \"10.0.0.1/24\"\n[mpa]\ncrc = \"require\"\nmarkers = true\nrevision = 1\nrtr = \"send\"\nird = 3\nord = 5\nprivate_data_max = 100\ntimeout_ms = 2500\nfirst_fpdu_delay_ms = 0\n",
         "t.toml",
     )
     .unwrap();
@@ -883,8 +883,10 @@ fn mpa_section_maps_to_the_dataplane_policy() {
     assert_eq!((p.revision, p.rtr, p.ird, p.ord), (1, RtrMode::Send, 3, 5));
     assert_eq!(p.private_data_max, 100);
     assert_eq!(p.timeout, netcore::Duration::from_millis(2500));
+    assert_eq!(p.first_fpdu_delay, netcore::Duration::ZERO);
     let d = mpa_policy(&crate::config::MpaSection::default());
     assert_eq!((d.crc, d.rtr, d.revision), (CrcMode::Off, RtrMode::None, 2));
+    assert_eq!(d.first_fpdu_delay, netcore::Duration::from_millis(50));
     let s = ServiceConfig::from_config(&cfg, [1; 6]);
     assert_eq!(s.ip, Ipv4Addr::new(10, 0, 0, 1));
     assert_eq!(s.max_clients, 256);

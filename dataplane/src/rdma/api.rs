@@ -84,6 +84,9 @@ pub struct MpaPolicy {
     pub private_data_max: usize,
     /// How long MPA startup may take before the connection is abandoned.
     pub timeout: Duration,
+    /// Initiator: delay between the MPA Reply and our first FPDU (siw's responder race,
+    /// `iwarp::mpa::StartupConfig::first_fpdu_delay`).
+    pub first_fpdu_delay: Duration,
 }
 
 impl Default for MpaPolicy {
@@ -97,6 +100,7 @@ impl Default for MpaPolicy {
             ord: 16,
             private_data_max: 252,
             timeout: Duration::from_secs(10),
+            first_fpdu_delay: Duration::from_millis(50),
         }
     }
 }
@@ -133,6 +137,7 @@ impl MpaPolicy {
         c.auto_accept = false;
         c.reply_timeout = self.timeout;
         c.request_timeout = self.timeout;
+        c.first_fpdu_delay = self.first_fpdu_delay;
         c
     }
 }
@@ -810,8 +815,10 @@ mod tests {
             ord: 3,
             private_data_max: 100,
             timeout: Duration::from_millis(1500),
+            first_fpdu_delay: Duration::from_millis(7),
         };
         let c = p.startup_config(Role::Initiator, b"hi");
+        assert_eq!(c.first_fpdu_delay, Duration::from_millis(7));
         assert_eq!(c.crc, CrcPolicy::Require);
         assert!(c.markers_rx && c.p2p && c.rtr.read && !c.rtr.write);
         assert_eq!((c.revision, c.enhanced), (1, false));

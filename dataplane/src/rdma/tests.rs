@@ -968,3 +968,29 @@ fn a_reply_posted_before_the_next_step_carries_the_quick_ack() {
         "the reply's payload arrived with it"
     );
 }
+
+/// `MpaPolicy::first_fpdu_delay` (`mpa.first_fpdu_delay_ms`) holds the initiator's first FPDU
+/// back by exactly what it says (siw's responder race, `siw-peer` README §5.10), and 0 sends
+/// it at once: the same seeded run, data checked, ends that much later.
+#[test]
+fn first_fpdu_delay_is_what_the_policy_says() {
+    let run = |ms: u64| {
+        let policy = MpaPolicy {
+            first_fpdu_delay: Duration::from_millis(ms),
+            ..Default::default()
+        };
+        let mut s = diag_pair(policy, 7, 0);
+        let t0 = s.now;
+        assert_eq!(run_diag(&mut s), (15, 0), "delay {ms} ms");
+        s.now - t0
+    };
+    let (none, long) = (run(0), run(300));
+    assert!(
+        long >= none + Duration::from_millis(290),
+        "300 ms delay: {long:?}, none: {none:?}"
+    );
+    assert!(
+        none < Duration::from_millis(300),
+        "without the delay the run took {none:?}"
+    );
+}
