@@ -179,6 +179,30 @@ struct RawPeer {
     heap: Option<std::sync::Arc<HeapMemory>>,
 }
 
+/// `len` bytes of heap memory registered on `host` for client 5 in PD 1 with `access`.
+fn heap_region(
+    host: &Host,
+    len: usize,
+    access: Access,
+) -> (std::sync::Arc<HeapMemory>, super::memory::MrKeys) {
+    let heap = HeapMemory::new(len);
+    let k = host
+        .handle
+        .mem
+        .register(MrRequest {
+            owner: ClientId(5),
+            pd: PdId(1),
+            mem: heap.clone(),
+            offset: 0,
+            len,
+            base_to: 0,
+            access,
+            remote_invalidate: false,
+        })
+        .unwrap();
+    (heap, k)
+}
+
 fn raw_peer(rx_timeout: Duration) -> RawPeer {
     let a = Host::new(1, EngineConfig::default(), None);
     let cfg = EngineConfig {
@@ -268,23 +292,7 @@ impl RawPeer {
         let EngineEvent::ConnectRequest { conn, .. } = ev else {
             panic!("{ev:?}");
         };
-        let heap = HeapMemory::new(65536);
-        let k = self
-            .s
-            .b
-            .handle
-            .mem
-            .register(MrRequest {
-                owner: ClientId(5),
-                pd: PdId(1),
-                mem: heap.clone(),
-                offset: 0,
-                len: 65536,
-                base_to: 0,
-                access: Access::LOCAL_WRITE | Access::LOCAL_READ,
-                remote_invalidate: false,
-            })
-            .unwrap();
+        let (heap, k) = heap_region(&self.s.b, 65536, Access::LOCAL_WRITE | Access::LOCAL_READ);
         self.lkey = k.lkey;
         self.heap = Some(heap);
         self.queues.post_recv(RecvRequest {
@@ -649,21 +657,7 @@ fn flush_during_mpa_startup_flushes_the_queues() {
     b.tcp.listen(PORT);
     let target = b.addr(PORT);
     let mut s = Sim::new(a, b, 13);
-    let heap = HeapMemory::new(4096);
-    let k =
-        s.a.handle
-            .mem
-            .register(MrRequest {
-                owner: ClientId(5),
-                pd: PdId(1),
-                mem: heap,
-                offset: 0,
-                len: 4096,
-                base_to: 0,
-                access: Access::LOCAL_WRITE | Access::LOCAL_READ,
-                remote_invalidate: false,
-            })
-            .unwrap();
+    let (heap, k) = heap_region(&s.a, 4096, Access::LOCAL_WRITE | Access::LOCAL_READ);
     let queues = LocalQueues::default();
     post_read_and_recv(&queues, k.lkey, 5, 77);
     let qp = QpNum(43);
@@ -855,22 +849,7 @@ impl RawPeer {
 fn a_lone_write_is_acknowledged_at_its_last_fpdu_not_at_the_delayed_ack() {
     let mut p = raw_peer(Duration::from_secs(60));
     p.establish();
-    let heap = HeapMemory::new(65536);
-    let k =
-        p.s.b
-            .handle
-            .mem
-            .register(MrRequest {
-                owner: ClientId(5),
-                pd: PdId(1),
-                mem: heap.clone(),
-                offset: 0,
-                len: 65536,
-                base_to: 0,
-                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                remote_invalidate: false,
-            })
-            .unwrap();
+    let (heap, k) = heap_region(&p.s.b, 65536, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
     p.flush();
     p.s.burst = 1;
     let delack = tcp::TcpConfig::default().delayed_ack.unwrap();
@@ -914,22 +893,7 @@ fn a_reply_posted_before_the_next_step_carries_the_quick_ack() {
     use iwarp::rdmap::{WorkRequest, WrOpcode};
     let mut p = raw_peer(Duration::from_secs(60));
     p.establish();
-    let heap = HeapMemory::new(4096);
-    let k =
-        p.s.b
-            .handle
-            .mem
-            .register(MrRequest {
-                owner: ClientId(5),
-                pd: PdId(1),
-                mem: heap.clone(),
-                offset: 0,
-                len: 4096,
-                base_to: 0,
-                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                remote_invalidate: false,
-            })
-            .unwrap();
+    let (heap, k) = heap_region(&p.s.b, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
     // RFC 5044 §7.1.2: the responder's first FPDU waits for the initiator's (or a grace).
     p.s.run_until(Duration::from_millis(300), |_| false);
     let segs = p.s.b.tcp.stats().segs_out;
