@@ -657,7 +657,7 @@ fn flush_during_mpa_startup_flushes_the_queues() {
     b.tcp.listen(PORT);
     let target = b.addr(PORT);
     let mut s = Sim::new(a, b, 13);
-    let (heap, k) = heap_region(&s.a, 4096, Access::LOCAL_WRITE | Access::LOCAL_READ);
+    let (_heap, k) = heap_region(&s.a, 4096, Access::LOCAL_WRITE | Access::LOCAL_READ);
     let queues = LocalQueues::default();
     post_read_and_recv(&queues, k.lkey, 5, 77);
     let qp = QpNum(43);
