@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::is_root;
+use common::root_or_skip;
 use dataplane::eal::{Eal, ShutdownOutcome, shutdown_outcome};
 use dataplane::extbuf::{AlignedBuf, AttachError, ExtPin, ExtRegion, ExternalMemory};
 use dataplane::mbuf::Mbuf;
@@ -66,16 +66,10 @@ fn frame(payload_len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn mbufs_chains_extbufs_and_ownership() {
-    if !is_root() {
-        eprintln!(
-            "\n*** SKIPPED mbufs_chains_extbufs_and_ownership: needs root (DPDK). CI runs as root. ***\n"
-        );
+    if !root_or_skip("mbufs_chains_extbufs_and_ownership") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("iwt-dpdk-mbuf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let sock = dir.join("memif.sock");
-    let _ = std::fs::remove_file(&sock);
+    let (dir, sock) = common::memif_socket_dir("dpdk-mbuf");
     let mut vdevs = common::memif_pair_vdevs(&sock);
     vdevs.push("net_null0".into());
     let args = common::eal_args("dpdk-mbuf", &vdevs);

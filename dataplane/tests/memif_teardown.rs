@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::is_root;
+use common::root_or_skip;
 use dataplane::eal::Eal;
 use dataplane::mbuf::Mbuf;
 use dataplane::mempool::Mempool;
@@ -89,16 +89,10 @@ fn stop_start(port: &Port) {
 
 #[test]
 fn bursts_survive_the_peer_tearing_the_connection_down() {
-    if !is_root() {
-        eprintln!(
-            "\n*** SKIPPED bursts_survive_the_peer_tearing_the_connection_down: needs root (DPDK). CI runs as root. ***\n"
-        );
+    if !root_or_skip("bursts_survive_the_peer_tearing_the_connection_down") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("iwt-memif-down-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let sock = dir.join("memif.sock");
-    let _ = std::fs::remove_file(&sock);
+    let (dir, sock) = common::memif_socket_dir("memif-down");
     let vdevs = common::memif_pair_vdevs(&sock);
     let args = common::eal_args("memif-down", &vdevs);
     let eal = Eal::init(&args).expect("EAL");

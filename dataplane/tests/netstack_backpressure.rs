@@ -19,10 +19,7 @@ const BYTES: u64 = 1 << 20;
 
 #[test]
 fn unresolved_next_hop_holds_the_connection_back() {
-    if !is_root() {
-        eprintln!(
-            "\n*** SKIPPED unresolved_next_hop_holds_the_connection_back: needs root (DPDK). CI runs as root. ***\n"
-        );
+    if !root_or_skip("unresolved_next_hop_holds_the_connection_back") {
         return;
     }
     let eal = eal_no_huge("nsbp");

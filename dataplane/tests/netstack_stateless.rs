@@ -23,10 +23,7 @@ fn is_tcp_rst(m: &Mbuf) -> bool {
 
 #[test]
 fn stateless_reply_held_until_the_neighbour_is_resolved() {
-    if !is_root() {
-        eprintln!(
-            "\n*** SKIPPED stateless_reply_held_until_the_neighbour_is_resolved: needs root (DPDK). CI runs as root. ***\n"
-        );
+    if !root_or_skip("stateless_reply_held_until_the_neighbour_is_resolved") {
         return;
     }
     let eal = eal_no_huge("nsst");

@@ -18,6 +18,25 @@ pub fn is_root() -> bool {
     out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
+/// Whether `test` can run (DPDK needs root); says loudly that it is skipped otherwise.
+pub fn root_or_skip(test: &str) -> bool {
+    let root = is_root();
+    if !root {
+        eprintln!("\n*** SKIPPED {test}: needs root (DPDK). CI runs as root. ***\n");
+    }
+    root
+}
+
+/// A fresh directory for `tag` under the temp dir and the memif socket path in it (a stale
+/// socket removed); the caller removes the directory.
+pub fn memif_socket_dir(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("iwt-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let sock = dir.join("memif.sock");
+    let _ = std::fs::remove_file(&sock);
+    (dir, sock)
+}
+
 pub fn arp_reply(from_mac: [u8; 6], from_ip: [u8; 4], to_mac: [u8; 6], to_ip: [u8; 4]) -> Vec<u8> {
     let mut f = Vec::with_capacity(60);
     f.extend_from_slice(&to_mac);
