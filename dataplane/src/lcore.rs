@@ -282,6 +282,7 @@ impl Lcore {
         }
 
         let idle = n == 0 && tx.is_empty();
+        st.idle_loops += u64::from(idle);
         if !tx.is_empty() {
             let (sent, bytes) = q.tx_burst_counted(tx);
             st.tx_packets += sent as u64;

@@ -43,6 +43,8 @@ counters!(
     LcoreStats, SharedLcoreStats {
         /// Poll-loop iterations.
         loops,
+        /// Iterations that found nothing to receive or send (the loop may yield after them).
+        idle_loops,
         /// Packets received.
         rx_packets,
         /// Bytes received.

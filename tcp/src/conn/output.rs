@@ -370,7 +370,11 @@ impl<B: SegBuf> Connection<B> {
             return Limit::Idle;
         }
         if self.snd_nxt < self.app_end {
-            if self.snd_nxt >= self.snd_una + self.snd_wnd {
+            // The next segment does not fit (sender SWS avoidance, RFC 9293 §3.8.6.2.1, holds
+            // back a partial one while data is outstanding).
+            let want = (self.app_end - self.snd_nxt).min(u64::from(self.emss()));
+            let wnd_room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
+            if wnd_room < want {
                 return Limit::Rwnd;
             }
             let in_flight = if self.rack_on() || (self.in_recovery && self.sack_ok) {
@@ -378,7 +382,7 @@ impl<B: SegBuf> Connection<B> {
             } else {
                 self.snd_nxt - self.snd_una
             };
-            if in_flight >= self.cc.cwnd {
+            if self.cc.cwnd.saturating_sub(in_flight) < want {
                 return Limit::Cwnd;
             }
             return Limit::Busy;
