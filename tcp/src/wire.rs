@@ -278,20 +278,35 @@ impl OutHeader {
 /// carries folded in and not complemented. Sums of even-length pieces combine with
 /// [`combine`].
 ///
-/// Computed as RFC 1071 §2 suggests for speed: 32-bit little-endian words added into a 64-bit
-/// accumulator (§2(C), deferred carries: no overflow below 2^32 words), folded to 16 bits, and
-/// byte-swapped at the end (§2(B), byte-order independence). The loop vectorizes; it runs on
-/// every transmitted payload byte (zero-copy TX) and every received segment.
+/// Computed as RFC 1071 §2 suggests for speed: 64-bit little-endian words split into their
+/// 32-bit halves, added into eight independent 64-bit accumulators (§2(C), deferred carries:
+/// no overflow below 2^32 words; independent sums keep the adds from waiting on each other and
+/// the loop vectorizes on any x86-64), folded to 16 bits, and byte-swapped at the end (§2(B),
+/// byte-order independence). It runs on every transmitted payload byte and every received
+/// segment.
 pub fn ones_complement_sum(data: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(4);
-    for c in &mut chunks {
+    let mut lo = [0u64; 4];
+    let mut hi = [0u64; 4];
+    let mut blocks = data.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, w) in b.chunks_exact(8).enumerate() {
+            let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+            lo[i] += w & 0xffff_ffff;
+            hi[i] += w >> 32;
+        }
+    }
+    let mut acc: u64 = lo
+        .iter()
+        .chain(&hi)
+        .fold(0, |a, &x| a + (x & 0xffff_ffff) + (x >> 32));
+    let mut words = blocks.remainder().chunks_exact(4);
+    for c in &mut words {
         acc += u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
     }
     // The tail (0-3 bytes) zero-padded to a word: in the little-endian view an odd last byte
     // is the low half of its 16-bit word, which the final swap makes the high half (RFC 1071).
     let mut tail = [0u8; 4];
-    let rest = chunks.remainder();
+    let rest = words.remainder();
     tail[..rest.len()].copy_from_slice(rest);
     acc += u64::from(u32::from_le_bytes(tail));
     fold(acc).swap_bytes()
@@ -364,12 +379,12 @@ mod tests {
             })
             .collect();
         for off in 0..8 {
-            for len in (0..300).chain([1448, 1449, 9000]) {
+            for len in (0..300).chain([1448, 1449, 9000, 9092]) {
                 let d = &buf[off..off + len];
                 assert_eq!(ones_complement_sum(d), reference(d), "off {off} len {len}");
             }
         }
-        let ones = vec![0xffu8; 4096];
+        let ones = vec![0xffu8; 65539];
         assert_eq!(ones_complement_sum(&ones), reference(&ones));
     }
 
