@@ -317,6 +317,11 @@ impl Lcore {
         publish(&mut self.st, &self.q, shared);
     }
 
+    /// The EAL this loop's pool belongs to.
+    pub fn eal(&self) -> &crate::eal::Eal {
+        self.pool.eal()
+    }
+
     /// Whether this loop may yield when idle ([`LcoreSetup::idle_yield`]).
     pub fn idle_yield(&self) -> bool {
         self.setup.idle_yield

@@ -79,6 +79,7 @@ pub mod iface;
 
 mod bbr;
 mod cc;
+mod chrono;
 pub mod config;
 pub mod conn;
 mod cookie;

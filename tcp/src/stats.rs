@@ -89,6 +89,25 @@ counters! {
     bytes_in,
     /// Payload bytes first sent (not counting retransmissions).
     bytes_out,
+    /// ACKs received that acknowledged new data (SND.UNA advanced); `segs_out / acks_in` is
+    /// the segments acknowledged per ACK.
+    acks_in,
+    /// Pure ACKs sent (no data, SYN, FIN or RST).
+    acks_out,
+    /// Sender time (ns) with data queued or in flight (Linux `tcp_info.busy_time`); the
+    /// `*_limited_ns` counters below are parts of it, the rest is time spent sending.
+    busy_ns,
+    /// Sender time (ns) with queued data held back by a full congestion window.
+    cwnd_limited_ns,
+    /// Sender time (ns) with queued data held back by the peer's receive window (Linux
+    /// `tcp_info.rwnd_limited`).
+    rwnd_limited_ns,
+    /// Sender time (ns) with everything queued in flight and the send buffer full (Linux
+    /// `tcp_info.sndbuf_limited`): the owner waits for ACKs to free room.
+    sndbuf_limited_ns,
+    /// Sender time (ns) with everything queued in flight and room in the send buffer: the
+    /// owner had nothing more to send (application-limited).
+    app_limited_ns,
 }
 
 #[cfg(test)]

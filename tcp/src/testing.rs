@@ -231,4 +231,92 @@ mod tests {
         });
         assert!(closed);
     }
+
+    /// Queue `total` bytes on the client in EMSS records as room allows; the server reads
+    /// when `read` says so. Runs until everything is acknowledged or `max_steps` pass.
+    fn bulk(p: &mut Pair, total: u64, mut read: impl FnMut(Instant) -> bool) -> bool {
+        let data = vec![0x5au8; 1 << 16];
+        let mut src = |off: u64, dst: &mut [u8]| {
+            let o = (off % (1 << 16)) as usize;
+            for (i, b) in dst.iter_mut().enumerate() {
+                *b = data[(o + i) % data.len()];
+            }
+        };
+        assert!(
+            p.drive(&mut src, &mut NoData, 10_000, |p| p.client().state()
+                == State::Established)
+        );
+        let mut queued = 0u64;
+        p.drive(&mut src, &mut NoData, 1_000_000, |p| {
+            let now = p.now;
+            let c = p.client();
+            while let Some(_e) = c.poll_event() {}
+            while queued < total {
+                let len = u64::from(c.emss()).min(total - queued);
+                if c.send_record(len).is_err() {
+                    break;
+                }
+                queued += len;
+            }
+            let done = c.acked_offset() >= total;
+            if read(now)
+                && let Some(s) = p.server()
+            {
+                while s.poll_readable().is_some() {}
+            }
+            done
+        })
+    }
+
+    #[test]
+    fn chrono_counts_a_receive_window_limited_sender() {
+        // The server reads nothing for 50 ms through a 32 KiB window: the client waits on
+        // the peer's window, not on cwnd.
+        let b = TcpConfig {
+            recv_window: 32 << 10,
+            ..TcpConfig::default()
+        };
+        let mut p = Pair::new(TcpConfig::default(), b, 3);
+        let until = Instant::from_millis(50);
+        assert!(bulk(&mut p, 1 << 20, |now| now >= until));
+        let s = *p.client().stats();
+        assert!(
+            s.rwnd_limited_ns >= 40_000_000 && s.cwnd_limited_ns < s.rwnd_limited_ns / 10,
+            "{s:?}"
+        );
+        assert!(s.busy_ns >= s.rwnd_limited_ns + s.cwnd_limited_ns + s.app_limited_ns);
+        assert!(s.acks_in > 0);
+    }
+
+    #[test]
+    fn chrono_counts_a_congestion_window_limited_sender() {
+        // Large windows, a reader that keeps up: slow start holds the sender by cwnd.
+        let mut p = Pair::new(TcpConfig::default(), TcpConfig::default(), 4);
+        p.latency = Duration::from_millis(1);
+        assert!(bulk(&mut p, 1 << 20, |_| true));
+        let s = *p.client().stats();
+        assert!(s.cwnd_limited_ns > 0 && s.rwnd_limited_ns == 0, "{s:?}");
+        assert!(s.cwnd_limited_ns > s.busy_ns / 2, "{s:?}");
+        // Every ACK acknowledged new data; the server sent them as pure ACKs.
+        let acks_out = p.server().map_or(0, |c| c.stats().acks_out);
+        assert!(s.acks_in > 0 && acks_out >= s.acks_in, "{s:?} {acks_out}");
+        assert!(
+            s.segs_out >= 2 * s.acks_in - 2,
+            "ACK for every second segment: {s:?}"
+        );
+    }
+
+    #[test]
+    fn chrono_counts_an_application_limited_sender() {
+        // One small record, then nothing: the client waits on its own application while the
+        // record is in flight (a round trip plus the peer's delayed ACK).
+        let mut p = Pair::new(TcpConfig::default(), TcpConfig::default(), 5);
+        assert!(bulk(&mut p, 100, |_| true));
+        let s = *p.client().stats();
+        assert!(s.app_limited_ns >= 100_000, "{s:?}");
+        assert_eq!(
+            s.cwnd_limited_ns + s.rwnd_limited_ns + s.sndbuf_limited_ns,
+            0
+        );
+    }
 }

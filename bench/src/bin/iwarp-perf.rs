@@ -54,11 +54,10 @@ fn init_logging() {
 
 fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     init_logging();
-    // Run-to-completion halves the latency; the dataplane thread still moves bulk data
-    // faster (BENCHMARKS.md §4).
-    let pump_mode = a
-        .pump
-        .unwrap_or(if test.is_bw() { Pump::Off } else { Pump::On });
+    // Run-to-completion: one thread per side does all the work (halves the latency; the
+    // bandwidth tests are as fast or faster since the pumping thread has mempool caches,
+    // BENCHMARKS.md §4).
+    let pump_mode = a.pump.unwrap_or(Pump::On);
     let client = a.server.is_some();
     let dev =
         verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;

@@ -199,8 +199,8 @@ pub struct PerfArgs {
     /// themselves (run-to-completion, `verbs::Device::poll_engine`) from the dataplane
     /// thread's core (this thread is pinned there, the dataplane thread is parked meanwhile,
     /// `--idle` defaults to `spin`); `off` they leave it to the engine's dataplane thread;
-    /// `toggle` alternates (tests). Default: `on` for the latency tests, `off` for the
-    /// bandwidth tests (BENCHMARKS.md §4 compares them). No effect with a daemon.
+    /// `toggle` alternates (tests). Default: `on` (BENCHMARKS.md §4 compares them). No
+    /// effect with a daemon.
     #[arg(long = "pump", value_enum)]
     pub pump: Option<Pump>,
     /// Ours: also count this process's CPU time (the daemon in daemon mode) in CPU_Util.

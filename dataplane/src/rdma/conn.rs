@@ -968,6 +968,7 @@ impl QpRun {
         let emss = usize::from(c.emss());
         loop {
             if c.send_capacity() < emss as u64 {
+                self.stats.tx_sndbuf_full += 1;
                 return true;
             }
             let max = if self.markers_tx {
@@ -976,6 +977,8 @@ impl QpRun {
                 max_ulpdu_len_any_pos(emss, false)
             };
             let Some(seg) = self.qp.poll_segment(max, &mut self.mem) else {
+                self.stats.tx_dry += 1;
+                self.stats.tx_dry_wrs += self.qp.send_queue_len() as u64;
                 return false;
             };
             if !seg.is_terminate()

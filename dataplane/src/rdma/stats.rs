@@ -37,6 +37,16 @@ pub struct QpCounters {
     pub terminates_tx: BTreeMap<(u8, u8, u8), u64>,
     /// TERMINATEs received, by `(layer, etype, ecode)`.
     pub terminates_rx: BTreeMap<(u8, u8, u8), u64>,
+    /// Transmit passes that ran out of work requests while TCP's send buffer had room for
+    /// another FPDU: the sender waits on the application (TCP counts the time as
+    /// `app_limited_ns`).
+    pub tx_dry: u64,
+    /// Sum over the `tx_dry` passes of the send work requests not yet completed (sent and
+    /// waiting for their ACK): `tx_dry_wrs / tx_dry` against the send queue's depth shows how
+    /// many completions the application had not yet reaped and reposted.
+    pub tx_dry_wrs: u64,
+    /// Transmit passes that stopped at a full TCP send buffer (`tcp.send_window`).
+    pub tx_sndbuf_full: u64,
     /// Completions delivered with status success.
     pub cqe_success: u64,
     /// Completions delivered flushed.
@@ -85,6 +95,9 @@ impl QpCounters {
             ("bytes_tx_by_ref", self.bytes_tx_by_ref),
             ("inline_tx", self.inline_tx),
             ("crc_errors", self.crc_errors),
+            ("tx_dry", self.tx_dry),
+            ("tx_dry_wrs", self.tx_dry_wrs),
+            ("tx_sndbuf_full", self.tx_sndbuf_full),
             ("cqe_success", self.cqe_success),
             ("cqe_flushed", self.cqe_flushed),
             ("cqe_local_error", self.cqe_local_error),

@@ -649,6 +649,7 @@ impl<B: SegBuf> Connection<B> {
     fn on_ack_advance(&mut self, now: Instant, ack_abs: u64) {
         let mss = u64::from(self.emss());
         let acked = ack_abs - self.snd_una;
+        self.stats.acks_in += 1;
         self.on_new_ack(now, ack_abs);
         self.dupacks = 0;
         if self.in_recovery {

@@ -77,6 +77,7 @@ use netcore::{Duration, Instant, Seq32};
 use smoltcp::wire::Ipv4Address;
 
 use crate::cc::Congestion;
+use crate::chrono::{Chrono, Limit};
 use crate::config::TcpConfig;
 use crate::rack::Rack;
 use crate::reasm::RecvQueue;
@@ -375,6 +376,8 @@ pub struct Connection<B> {
     // Per-poll output mode: payload bytes allowed per segment, and whether they go inline.
     tx_limit: u64,
     tx_inline: bool,
+    /// What limits the sender, by time (the `*_limited_ns` counters).
+    chrono: Chrono,
     stats: TcpStats,
 }
 
@@ -511,6 +514,7 @@ impl<B: SegBuf> Connection<B> {
             acked_event: false,
             tx_limit: u64::MAX,
             tx_inline: true,
+            chrono: Chrono::default(),
             stats: TcpStats::default(),
             cfg,
         }

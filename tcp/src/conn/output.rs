@@ -2,7 +2,7 @@
 
 use netcore::Instant;
 
-use super::{Connection, SegBuf, SendSource, State, Transmit};
+use super::{Connection, Limit, SegBuf, SendSource, State, Transmit};
 use crate::wire::OutHeader;
 
 /// Largest TCP header (RFC 9293 §3.1: data offset of 15 words).
@@ -62,6 +62,12 @@ impl<B: SegBuf> Connection<B> {
         self.tx_limit = inline.unwrap_or(u64::MAX).max(1);
         self.tx_inline = inline.is_some();
         let t = self.transmit_inner(now, buf, src);
+        let limit = if t.is_some() {
+            Limit::Busy
+        } else {
+            self.limit()
+        };
+        self.chrono.set(now, limit, &mut self.stats);
         if t.is_some() {
             self.stats.segs_out += 1;
         } else if self.log_on() && self.snd_nxt >= self.app_end && self.state.is_synchronized() {
@@ -357,6 +363,35 @@ impl<B: SegBuf> Connection<B> {
     }
 
     /// Whether sequence-consuming output is waiting (for the pacing timer).
+    /// Why nothing more may be sent now (after a transmit poll found nothing): the state for
+    /// the chrono counters. Mirrors the new-data room of [`Connection::plan`].
+    fn limit(&self) -> Limit {
+        if !self.state.is_synchronized() {
+            return Limit::Idle;
+        }
+        if self.snd_nxt < self.app_end {
+            if self.snd_nxt >= self.snd_una + self.snd_wnd {
+                return Limit::Rwnd;
+            }
+            let in_flight = if self.rack_on() || (self.in_recovery && self.sack_ok) {
+                self.pipe()
+            } else {
+                self.snd_nxt - self.snd_una
+            };
+            if in_flight >= self.cc.cwnd {
+                return Limit::Cwnd;
+            }
+            return Limit::Busy;
+        }
+        if self.snd_max <= self.snd_una {
+            Limit::Idle
+        } else if self.send_capacity() < u64::from(self.emss()) {
+            Limit::Sndbuf
+        } else {
+            Limit::App
+        }
+    }
+
     fn wants_to_send(&self) -> bool {
         self.snd_nxt < self.app_end
             || self.rack.lost_bytes() > 0
@@ -575,6 +610,9 @@ impl<B: SegBuf> Connection<B> {
                 self.remote.0,
                 self.cfg.checksum,
             );
+        }
+        if payload_len == 0 && !h.syn && !h.fin && !h.rst {
+            self.stats.acks_out += 1;
         }
         if h.ack.is_some() && !h.rst {
             self.ack_now = false;
