@@ -244,6 +244,9 @@ for r in $(seq "$ROUNDS"); do
         fi
         ktcp "tcp_bw_64k.r$r" tcp_bw "${bw[@]}"
         has memif "$WIRES" && rdma "write_bw_64k_crc_off.r$r" memif write_bw "${bw[@]}" --crc off
+        # The engine's dataplane thread moving the data, the application thread beside it
+        # (the default, --pump on, is one thread per side doing both).
+        has memif "$WIRES" && rdma "write_bw_64k_pump_off.r$r" memif write_bw "${bw[@]}" --crc on --pump off
         # shellcheck disable=SC2086 # XDP_PERF_ARGS: words
         has afxdp "$WIRES" && rdma "write_bw_64k_afxdp.r$r" afxdp write_bw "${bw[@]}" --crc on ${XDP_PERF_ARGS:-}
         has daemon "$WIRES" && rdma "write_bw_64k_daemon.r$r" daemon write_bw "${bw[@]}" --crc on
@@ -309,6 +312,7 @@ ratio("write_bw memif CRC on / kernel iperf3 veth", "write_bw_64k_crc_on", "iper
 ratio("usertcp memif / kernel iperf3 veth", "usertcp_memif", "iperf3")
 ratio("write_bw daemon / embedded (memif, CRC on)", "write_bw_64k_daemon", "write_bw_64k_crc_on")
 ratio("write_bw memif CRC on / CRC off", "write_bw_64k_crc_on", "write_bw_64k_crc_off")
+ratio("write_bw memif --pump on / off", "write_bw_64k_crc_on", "write_bw_64k_pump_off")
 ratio("bar (c): write_bw af_xdp veth / iperf3 veth", "write_bw_64k_afxdp", "iperf3")
 ratio("write_bw af_xdp veth / iperf3 veth TSO+GSO off", "write_bw_64k_afxdp", "iperf3_nogso")
 PY

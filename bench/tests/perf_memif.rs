@@ -233,6 +233,26 @@ fn pump_hand_off_loses_nothing() {
         bytes_placed(&s)
     );
 
+    // `-e`: sleeping on CQ events (a completion channel) instead of polling, the engine left
+    // to its dataplane thread: every Send arrives, each waited for by its event.
+    let (c, s) = pair(&dir.0, "send_lat", &["-s", "64", "-n", "1000", "-e"]);
+    let r = row(&c, " #bytes #iterations    t_min[usec]");
+    assert_eq!((r[0], r[1]), (64.0, 1000.0), "{c}");
+    assert_clean_shutdown(&c, &s);
+    assert!(
+        placed_exactly(&s, 1000 * 64),
+        "bytes_placed {:?}:\n{s}",
+        bytes_placed(&s)
+    );
+    let (c, s) = pair(&dir.0, "write_bw", &["-s", "8192", "-n", "3000", "-e"]);
+    let r = row(&c, " #bytes     #iterations    BW peak[MB/sec]");
+    assert_eq!((r[0], r[1]), (8192.0, 3000.0), "{c}");
+    assert!(
+        placed_exactly(&s, 3000 * 8192),
+        "bytes_placed {:?}:\n{s}",
+        bytes_placed(&s)
+    );
+
     // Pinned to the dataplane core, spinning, the dataplane thread parked throughout (the
     // latency tests' default, `--pump on`).
     let (c, s) = pair(&dir.0, "write_lat", &["-s", "2", "-n", "2000"]);

@@ -57,7 +57,10 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     // Run-to-completion: one thread per side does all the work (halves the latency; the
     // bandwidth tests are as fast or faster since the pumping thread has mempool caches,
     // BENCHMARKS.md §4).
-    let pump_mode = a.pump.unwrap_or(Pump::On);
+    // Sleeping on CQ events, the application leaves the engine to its dataplane thread.
+    let pump_mode = a
+        .pump
+        .unwrap_or(if a.events { Pump::Off } else { Pump::On });
     let client = a.server.is_some();
     let dev =
         verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
@@ -131,6 +134,7 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
         gbits: a.report_gbits,
         cpu_util: a.cpu_util,
         daemon_pid: a.daemon_pid,
+        events: a.events,
         page: DEF_PAGE_SIZE,
         cache_line: DEF_CACHE_LINE_SIZE,
     };
