@@ -18,7 +18,9 @@
 #   way: this machine is shared), XDP_DESC (af_xdp rx/tx descriptors; default the config's
 #   1024), XDP_ARGS (extra net_af_xdp devargs, e.g. ",busy_budget=64"), XDP_PERF_ARGS (extra
 #   iwarp-perf arguments of the af_xdp write_bw, both sides, e.g. "--pump on"), XDP_IDLE (the
-#   af_xdp engines' `dataplane.idle`, default "yield" as everywhere here), PROFILE (a directory:
+#   af_xdp engines' `dataplane.idle`, default "yield" as everywhere here), XDP_CC (the af_xdp
+#   engines' `tcp.cc`, default the config's "cubic"), XDP_NAPI ("threaded": the receiving veth
+#   end's NAPI in a kthread pinned to the receiving engine's core), PROFILE (a directory:
 #   `perf record -a -g` while the client runs, in each run whose name matches the glob PROFILE_MATCH,
 #   default the round-1 af_xdp write_bw; with PROFILE_EVENTS, a comma-separated event list,
 #   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
@@ -83,8 +85,21 @@ for s in a b; do # daemon mode: the same stacks as two iwarpd, iwarp-perf their 
 done
 xport=${XDP_DESC:+"rx_desc = $XDP_DESC
 tx_desc = $XDP_DESC"}
-IDLE=${XDP_IDLE:-yield} conf xa "$(xdp "$VA")" 10.78.0.1 0 "" "$xport" > "$work/xa.toml"
-IDLE=${XDP_IDLE:-yield} conf xb "$(xdp "$VB")" 10.78.0.2 1 "" "$xport" > "$work/xb.toml"
+xtcp=${XDP_CC:+"[tcp]
+cc = \"$XDP_CC\""}
+IDLE=${XDP_IDLE:-yield} conf xa "$(xdp "$VA")" 10.78.0.1 0 "$xtcp" "$xport" > "$work/xa.toml"
+IDLE=${XDP_IDLE:-yield} conf xb "$(xdp "$VB")" 10.78.0.2 1 "$xtcp" "$xport" > "$work/xb.toml"
+# XDP_NAPI=threaded: the receiving veth end's NAPI (XDP program, copy into the receiver's UMEM)
+# runs in a kthread on the receiving engine's core instead of in the sender's `sendto` softirq.
+# A veth has NAPI only while an XDP program (or GRO) is on it, and `threaded` can be set only
+# then: GRO on, threaded, GRO off at setup (the flag stays; toggling it while the XDP program
+# runs lost frames for good in one trial); each run's NAPI, made when the server attaches its
+# program, is then a kthread, pinned once the server is up. No effect on the kernel TCP runs
+# (no XDP program then, GRO off).
+pin_napi() { # veth core
+    local p
+    for p in $(pgrep "^napi/${1:0:10}"); do taskset -pc "$2" "$p"; done
+}
 vstat() { ip -n "$1" -s link show "$2"; ip netns exec "$1" ethtool -S "$2" 2>/dev/null | grep -vE ': 0$' || true; }
 daemons_up() { # array name: start iwarpd A and B (daemon mode), wait for their control sockets
     local -n _p=$1; local s
@@ -119,7 +134,10 @@ rdma() { # name wire test args...: wire memif (a.toml/b.toml, embedded), daemon 
     "${sa[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" -d "$da" "$@" > "$work/s.out" 2> "$work/s.err" & local sp=$!
     pids+=($sp)
     for _ in $(seq 300); do grep -q "Waiting for client" "$work/s.out" 2>/dev/null && break; sleep 0.1; done
-    [[ $wire != afxdp ]] || ip -n "$NA" -d link show "$VA" > "$OUT/$name.xdp-mode.txt"
+    if [[ $wire == afxdp ]]; then
+        ip -n "$NA" -d link show "$VA" > "$OUT/$name.xdp-mode.txt"
+        [[ -z ${XDP_NAPI:-} ]] || pin_napi "$VA" 0 >> "$OUT/$name.xdp-mode.txt"
+    fi
     local prof=""
     # shellcheck disable=SC2053 # PROFILE_MATCH is a glob
     if [[ -n ${PROFILE:-} && $name == ${PROFILE_MATCH:-write_bw_64k_afxdp.r1} ]]; then
@@ -155,6 +173,11 @@ ip -n "$NA" addr add 10.79.1.1/24 dev "$VA"; ip -n "$NB" addr add 10.79.1.2/24 d
 for n in "$NA" "$NB"; do ip -n "$n" link set lo up; ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1; done
 ip -n "$NA" link set "$VA" up mtu 1500; ip -n "$NB" link set "$VB" up mtu 1500
 ip netns exec "$NA" ethtool -k "$VA" > "$OUT/veth-offloads.txt" 2>&1 || true
+if [[ ${XDP_NAPI:-} == threaded ]]; then
+    ip netns exec "$NA" ethtool -K "$VA" gro on
+    ip netns exec "$NA" sh -c "echo 1 > /sys/class/net/$VA/threaded"
+    ip netns exec "$NA" ethtool -K "$VA" gro off
+fi
 ktcp() { # name test args...
     local name=$1 t=$2; shift 2
     ip netns exec "$NA" taskset -c 0 timeout -k 5 "$RUN_TIMEOUT" "$PERF" "$t" > /dev/null 2>&1 & local sp=$!
@@ -221,6 +244,9 @@ for r in $(seq "$ROUNDS"); do
         fi
         ktcp "tcp_bw_64k.r$r" tcp_bw "${bw[@]}"
         has memif "$WIRES" && rdma "write_bw_64k_crc_off.r$r" memif write_bw "${bw[@]}" --crc off
+        # The engine's dataplane thread moving the data, the application thread beside it
+        # (the default, --pump on, is one thread per side doing both).
+        has memif "$WIRES" && rdma "write_bw_64k_pump_off.r$r" memif write_bw "${bw[@]}" --crc on --pump off
         # shellcheck disable=SC2086 # XDP_PERF_ARGS: words
         has afxdp "$WIRES" && rdma "write_bw_64k_afxdp.r$r" afxdp write_bw "${bw[@]}" --crc on ${XDP_PERF_ARGS:-}
         has daemon "$WIRES" && rdma "write_bw_64k_daemon.r$r" daemon write_bw "${bw[@]}" --crc on
@@ -286,6 +312,7 @@ ratio("write_bw memif CRC on / kernel iperf3 veth", "write_bw_64k_crc_on", "iper
 ratio("usertcp memif / kernel iperf3 veth", "usertcp_memif", "iperf3")
 ratio("write_bw daemon / embedded (memif, CRC on)", "write_bw_64k_daemon", "write_bw_64k_crc_on")
 ratio("write_bw memif CRC on / CRC off", "write_bw_64k_crc_on", "write_bw_64k_crc_off")
+ratio("write_bw memif --pump on / off", "write_bw_64k_crc_on", "write_bw_64k_pump_off")
 ratio("bar (c): write_bw af_xdp veth / iperf3 veth", "write_bw_64k_afxdp", "iperf3")
 ratio("write_bw af_xdp veth / iperf3 veth TSO+GSO off", "write_bw_64k_afxdp", "iperf3_nogso")
 PY

@@ -82,7 +82,19 @@ fn pair(dir: &Path, test: &str, args: &[&str]) -> (String, String) {
         String::from_utf8_lossy(&c.stderr)
     );
     assert!(st.success(), "{test} server failed:\n{s}");
-    (cout, s)
+    (cout + &String::from_utf8_lossy(&c.stderr), s)
+}
+
+/// Both embedded engines stopped cleanly: every mbuf back in its pool and EAL cleaned up on
+/// the engine's thread (an application thread that stepped the loop holds a DPDK
+/// registration, and with it the EAL, until the engine stops).
+fn assert_clean_shutdown(c: &str, s: &str) {
+    for (side, out) in [("client", c), ("server", s)] {
+        assert!(
+            out.contains("EAL shutdown: cleaned up"),
+            "{side}'s engine did not clean up:\n{out}"
+        );
+    }
 }
 
 /// The numbers of the row after the table header that starts with `header`.
@@ -200,6 +212,7 @@ fn pump_hand_off_loses_nothing() {
     );
     let r = row(&c, " #bytes #iterations    t_min[usec]");
     assert_eq!((r[0], r[1]), (2.0, 20000.0), "{c}");
+    assert_clean_shutdown(&c, &s);
     assert!(
         placed_exactly(&s, 40000),
         "bytes_placed {:?}:\n{s}",
@@ -213,8 +226,29 @@ fn pump_hand_off_loses_nothing() {
     );
     let r = row(&c, " #bytes     #iterations    BW peak[MB/sec]");
     assert_eq!((r[0], r[1]), (4096.0, 5000.0), "{c}");
+    assert_clean_shutdown(&c, &s);
     assert!(
         placed_exactly(&s, 5000 * 4096),
+        "bytes_placed {:?}:\n{s}",
+        bytes_placed(&s)
+    );
+
+    // `-e`: sleeping on CQ events (a completion channel) instead of polling, the engine left
+    // to its dataplane thread: every Send arrives, each waited for by its event.
+    let (c, s) = pair(&dir.0, "send_lat", &["-s", "64", "-n", "1000", "-e"]);
+    let r = row(&c, " #bytes #iterations    t_min[usec]");
+    assert_eq!((r[0], r[1]), (64.0, 1000.0), "{c}");
+    assert_clean_shutdown(&c, &s);
+    assert!(
+        placed_exactly(&s, 1000 * 64),
+        "bytes_placed {:?}:\n{s}",
+        bytes_placed(&s)
+    );
+    let (c, s) = pair(&dir.0, "write_bw", &["-s", "8192", "-n", "3000", "-e"]);
+    let r = row(&c, " #bytes     #iterations    BW peak[MB/sec]");
+    assert_eq!((r[0], r[1]), (8192.0, 3000.0), "{c}");
+    assert!(
+        placed_exactly(&s, 3000 * 8192),
         "bytes_placed {:?}:\n{s}",
         bytes_placed(&s)
     );
@@ -224,6 +258,7 @@ fn pump_hand_off_loses_nothing() {
     let (c, s) = pair(&dir.0, "write_lat", &["-s", "2", "-n", "2000"]);
     let r = row(&c, " #bytes #iterations    t_min[usec]");
     assert_eq!((r[0], r[1]), (2.0, 2000.0), "{c}");
+    assert_clean_shutdown(&c, &s);
     assert!(
         placed_exactly(&s, 4000),
         "bytes_placed {:?}:\n{s}",

@@ -132,6 +132,9 @@ impl Embedded {
         let Some(t) = self.thread.take() else {
             return Ok(0);
         };
+        // A registration of this thread (made while it stepped the loops) holds the EAL: drop
+        // it, so EAL is cleaned up on the engine's thread.
+        dataplane::pump::leave_current_thread();
         dataplane::signal::request_stop();
         // Parked dataplane threads see the stop at once.
         self.release();

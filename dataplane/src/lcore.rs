@@ -150,6 +150,8 @@ pub struct Lcore {
     ping_started: bool,
     next_link_check: Instant,
     gate: TimerGate,
+    /// The previous iteration's start, if it was busy (received or sent).
+    busy_since: Option<Instant>,
 }
 
 impl std::fmt::Debug for Lcore {
@@ -198,6 +200,7 @@ impl Lcore {
             ping_started: false,
             next_link_check: Instant::ZERO,
             gate: TimerGate::default(),
+            busy_since: None,
         }
     }
 
@@ -217,10 +220,14 @@ impl Lcore {
             ping_started,
             next_link_check,
             gate,
+            busy_since,
         } = self;
         let pool = &*pool;
         st.loops += 1;
         let now = setup.clock.now();
+        if let Some(t) = busy_since.take() {
+            st.busy_ns += u64::try_from((now - t).as_nanos()).unwrap_or(u64::MAX);
+        }
 
         // Start the diagnostic ping once the link is up (memif needs both ends attached).
         if let (Some(req), false) = (setup.ping, *ping_started)
@@ -243,6 +250,7 @@ impl Lcore {
         for _ in 0..RX_BURSTS {
             let got = q.rx_burst(rx);
             n += got;
+            st.rx_bursts += u64::from(got > 0);
             full = got == MAX_BURST;
             handle_rx(setup, ns, st, now, rx, scratch, pool, tx);
             if !full {
@@ -283,10 +291,15 @@ impl Lcore {
 
         let idle = n == 0 && tx.is_empty();
         st.idle_loops += u64::from(idle);
+        if !idle {
+            *busy_since = Some(now);
+        }
         if !tx.is_empty() {
             let (sent, bytes) = q.tx_burst_counted(tx);
             st.tx_packets += sent as u64;
             st.tx_bytes += bytes;
+            st.tx_bursts += 1;
+            st.tx_short += u64::from(!tx.is_empty());
             // A full TX queue is back-pressure, not loss: keep the frames for the next
             // iteration, up to a bound; drop (and count) only beyond it.
             if tx.len() > TX_BACKLOG {
@@ -298,9 +311,15 @@ impl Lcore {
         idle
     }
 
-    /// Publish the counters for readers.
+    /// Publish the counters for readers, with a sample of the busiest TCP connection.
     pub fn publish(&mut self, shared: &SharedLcoreStats) {
+        sample_tcp(&self.ns, &mut self.st);
         publish(&mut self.st, &self.q, shared);
+    }
+
+    /// The EAL this loop's pool belongs to.
+    pub fn eal(&self) -> &crate::eal::Eal {
+        self.pool.eal()
     }
 
     /// Whether this loop may yield when idle ([`LcoreSetup::idle_yield`]).
@@ -438,6 +457,35 @@ impl TimerGate {
         self.deferred = 0;
         true
     }
+}
+
+/// Add one sample of the connection with the most unacknowledged bytes to the `tcp_*`
+/// gauges (where a bulk sender's time goes: RTT, window, what limits it).
+fn sample_tcp(ns: &Netstack, st: &mut LcoreStats) {
+    let tcp = ns.tcp();
+    let busiest = tcp
+        .handles()
+        .into_iter()
+        .filter_map(|h| tcp.conn(h))
+        .map(|c| (c.queued_offset().saturating_sub(c.acked_offset()), c))
+        .filter(|(unacked, _)| *unacked > 0)
+        .max_by_key(|(unacked, _)| *unacked);
+    let Some((unacked, c)) = busiest else {
+        return;
+    };
+    let flight = c.bytes_in_flight();
+    let mss = u64::from(c.emss());
+    let srtt = c
+        .srtt()
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    st.tcp_samples += 1;
+    st.tcp_srtt_us_sum += srtt;
+    st.tcp_srtt_over_1ms += u64::from(srtt > 1000);
+    st.tcp_cwnd_sum += c.cwnd();
+    st.tcp_flight_sum += flight;
+    st.tcp_unsent_sum += unacked.saturating_sub(flight);
+    st.tcp_cwnd_limited += u64::from(flight + mss > c.cwnd());
+    st.tcp_rwnd_limited += u64::from(flight + mss > c.send_window());
 }
 
 fn publish(st: &mut LcoreStats, q: &Queue, shared: &SharedLcoreStats) {

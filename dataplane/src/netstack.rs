@@ -224,6 +224,11 @@ impl Netstack {
         self.tcp.stats()
     }
 
+    /// The TCP endpoint, read-only (connection gauges for the stats file).
+    pub fn tcp(&self) -> &Endpoint<Mbuf> {
+        &self.tcp
+    }
+
     /// Whether the sender job (if any) has finished, successfully or not.
     pub fn send_done(&self) -> bool {
         self.services.send.as_ref().is_some_and(|j| {

@@ -43,8 +43,6 @@ counters!(
     LcoreStats, SharedLcoreStats {
         /// Poll-loop iterations.
         loops,
-        /// Iterations that found nothing to receive or send (the loop may yield after them).
-        idle_loops,
         /// Packets received.
         rx_packets,
         /// Bytes received.
@@ -78,6 +76,37 @@ counters!(
         /// Iterations whose timers waited because the RX queue was still full (the frames
         /// queued may hold the ACKs a retransmission timeout would ignore).
         timers_deferred,
+        /// Iterations that received and sent nothing (a `sched_yield` each when yielding).
+        idle_loops,
+        /// Nanoseconds from the start of each busy iteration to the start of the next one
+        /// (its work, and any preemption in between; idle iterations and their yields are
+        /// not counted).
+        busy_ns,
+        /// RX polls that returned frames (`rx_packets` / `rx_bursts`: frames found per poll;
+        /// a receive queue the loop drains as they come gives small bursts).
+        rx_bursts,
+        /// TX bursts handed to the device (on net_af_xdp, one kick `sendto` each).
+        tx_bursts,
+        /// TX bursts the device took only part of (a full TX ring).
+        tx_short,
+        /// Samples of the busiest TCP connection (the one with the most unacknowledged bytes),
+        /// one per counter publication (every 1024 iterations) that found one with any; the
+        /// `tcp_*_sum` fields below add over these samples (mean = sum / `tcp_samples`).
+        tcp_samples,
+        /// Its smoothed RTT (RFC 6298), in microseconds.
+        tcp_srtt_us_sum,
+        /// Samples whose smoothed RTT was over 1 ms.
+        tcp_srtt_over_1ms,
+        /// Its congestion window, bytes.
+        tcp_cwnd_sum,
+        /// Its bytes in flight (sent, not acknowledged).
+        tcp_flight_sum,
+        /// Its bytes queued by the application and not sent yet.
+        tcp_unsent_sum,
+        /// Samples where the congestion window was full (in flight + one MSS > cwnd).
+        tcp_cwnd_limited,
+        /// Samples where the peer's window was full (in flight + one MSS > its window).
+        tcp_rwnd_limited,
     }
 );
 

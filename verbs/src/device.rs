@@ -293,6 +293,10 @@ impl Device {
     /// completions and data without a hand-off to the dataplane thread; that thread is parked
     /// while the application keeps polling and takes over when it stops (`dataplane::pump`,
     /// [`Device::release_engine`]). Pin the polling thread with [`Device::pin_to_engine`].
+    /// The calling thread is registered with DPDK on its first step (an lcore id, so its
+    /// mbufs come from per-thread caches) and stays registered until the engine stops. DPDK's
+    /// memory is freed at the stop if every thread that stepped the engine is the one that
+    /// drops the device or has exited; otherwise it is left to the process exit.
     /// Nothing happens for a daemon's device. Busy loops may call it unconditionally.
     pub fn poll_engine(&self) {
         if let Some(e) = &self.inner.engine {

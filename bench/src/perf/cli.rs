@@ -183,6 +183,11 @@ pub struct PerfArgs {
     /// Atomic operation.
     #[arg(short = 'A', long = "atomic_type", value_enum, default_value_t = AtomicType::FETCH_AND_ADD)]
     pub atomic_type: AtomicType,
+    /// Sleep on CQ events (a completion channel) instead of polling the CQ; not with
+    /// write_lat, which polls memory. Leaves the core to the dataplane while waiting (with
+    /// it `--pump` defaults to `off`).
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
     /// Ours: MPA CRC32c (what our side asks for in the MPA exchange; default: the daemon's
     /// `[mpa] crc`).
     #[arg(long = "crc", value_enum)]
@@ -199,8 +204,8 @@ pub struct PerfArgs {
     /// themselves (run-to-completion, `verbs::Device::poll_engine`) from the dataplane
     /// thread's core (this thread is pinned there, the dataplane thread is parked meanwhile,
     /// `--idle` defaults to `spin`); `off` they leave it to the engine's dataplane thread;
-    /// `toggle` alternates (tests). Default: `on` for the latency tests, `off` for the
-    /// bandwidth tests (BENCHMARKS.md §4 compares them). No effect with a daemon.
+    /// `toggle` alternates (tests). Default: `on` (BENCHMARKS.md §4 compares them). No
+    /// effect with a daemon.
     #[arg(long = "pump", value_enum)]
     pub pump: Option<Pump>,
     /// Ours: also count this process's CPU time (the daemon in daemon mode) in CPU_Util.
@@ -275,6 +280,10 @@ impl PerfArgs {
         }
         if self.tx_depth == Some(0) || self.qps == 0 || self.qps > 64 || self.rx_depth == 0 {
             return Err("-t/--tx-depth, -r/--rx-depth: at least 1; -q/--qp: 1..=64".into());
+        }
+        if self.events && test == Test::WriteLat {
+            // perftest: write_lat polls the last byte of the buffer, not a CQ.
+            return Err("-e/--events: not available in write_lat (it polls memory)".into());
         }
         if self.cq_mod == Some(0) || self.outs == Some(0) {
             return Err("-Q/--cq-mod, -o/--outs: at least 1".into());
@@ -362,6 +371,11 @@ mod tests {
             (a.atomic_type, a.duration),
             (AtomicType::CMP_AND_SWAP, Some(3))
         );
+        for ev in ["-e", "--events"] {
+            let c = parse(&["send_lat", ev]).unwrap();
+            let (t, a) = c.cmd.rdma().unwrap();
+            assert!(a.events && a.validate(t).is_ok());
+        }
     }
 
     #[test]
@@ -379,6 +393,9 @@ mod tests {
         let c = parse(&["atomic_lat", "-s", "4"]).unwrap();
         let (t, a) = c.cmd.rdma().unwrap();
         assert!(a.validate(t).unwrap_err().contains("8 bytes"));
+        let c = parse(&["write_lat", "-e"]).unwrap();
+        let (t, a) = c.cmd.rdma().unwrap();
+        assert!(a.validate(t).unwrap_err().contains("-e/--events"));
         assert!(parse(&["bogus_bw"]).is_err());
         assert!(parse(&["write_bw", "not-an-ip"]).is_err());
     }

@@ -78,6 +78,29 @@ fn idle_turn(dev: &Device, backoff: &mut idle::Backoff) {
     }));
 }
 
+/// A polling loop found nothing on `cq`: with a completion channel (`-e`), arm the CQ and
+/// sleep until its next completion or `until` (default: [`WAIT`] from now; not at all when
+/// completions arrived meanwhile), the engine left to its dataplane thread; without one,
+/// [`idle_turn`] (no clock read).
+fn wait_turn(
+    dev: &Device,
+    cq: &Cq,
+    until: Option<Instant>,
+    backoff: &mut idle::Backoff,
+) -> Result<()> {
+    match cq.channel() {
+        Some(ch) => {
+            if !cq.req_notify()? {
+                dev.release_engine();
+                let now = Instant::now();
+                ch.wait(until.unwrap_or(now + WAIT).saturating_duration_since(now))?;
+            }
+        }
+        None => idle_turn(dev, backoff),
+    }
+    Ok(())
+}
+
 /// How long a graceful close may take before the process exits anyway.
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
 
@@ -116,7 +139,7 @@ fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
         if spins.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
             bail!("no completion within {:?}", WAIT);
         }
-        idle_turn(dev, &mut backoff);
+        wait_turn(dev, cq, Some(deadline), &mut backoff)?;
     }
 }
 
@@ -263,6 +286,8 @@ pub struct Opts {
     pub cpu_util: bool,
     /// The daemon's pid (daemon mode CPU).
     pub daemon_pid: Option<u32>,
+    /// `-e`: sleep on CQ events instead of polling.
+    pub events: bool,
     /// Page size of the exchange (perftest's cycle buffer).
     pub page: u32,
     /// Cache line size.
@@ -299,8 +324,14 @@ impl Side {
             .max(o.page as usize)
             .next_multiple_of(o.cache_line.max(1) as usize);
         let depth = o.tx_depth.max(o.rx_depth).max(16);
-        let scq = dev.create_cq(depth * o.qps * 2, None)?;
-        let rcq = dev.create_cq(depth * o.qps * 2, None)?;
+        // `-e`: the data CQs signal a completion channel (perftest's `use_event`).
+        let channel = if o.events {
+            Some(dev.create_comp_channel()?)
+        } else {
+            None
+        };
+        let scq = dev.create_cq(depth * o.qps * 2, channel.as_ref())?;
+        let rcq = dev.create_cq(depth * o.qps * 2, channel.as_ref())?;
         let access = Access::LOCAL_WRITE
             | Access::REMOTE_WRITE
             | Access::REMOTE_READ
@@ -506,7 +537,8 @@ impl Side {
                 break;
             }
             if n == 0 {
-                idle_turn(&self.dev, &mut backoff);
+                // Past the end of a timed run, only the last completions are awaited.
+                wait_turn(&self.dev, &self.scq, end.filter(|_| !stop), &mut backoff)?;
             }
             if n > 0 {
                 progress = Instant::now();
@@ -578,7 +610,7 @@ impl Side {
                 if idle.elapsed() > WAIT {
                     bail!("no Send received for {WAIT:?} ({got} so far)");
                 }
-                idle_turn(&self.dev, &mut backoff);
+                wait_turn(&self.dev, &self.rcq, end, &mut backoff)?;
                 continue;
             }
             idle = Instant::now();

@@ -686,6 +686,10 @@ impl<B: SegBuf> Connection<B> {
             self.rtt.rto()
         }
     }
+    /// Bytes sent and not yet acknowledged (SND.MAX - SND.UNA, RFC 9293 §3.3.1).
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.snd_max.saturating_sub(self.snd_una)
+    }
     /// Smoothed RTT, once measured.
     pub fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
