@@ -2,7 +2,7 @@
 //! segmentation, errors, and random input never panicking.
 
 use iwarp::mpa::framer::max_ulpdu_len_any_pos;
-use iwarp::mpa::{Deframed, Deframer, DeframerConfig, Framer, FramerConfig, MpaError};
+use iwarp::mpa::{Deframed, Deframer, DeframerConfig, Framer, FramerConfig, MpaError, seal_fpdu};
 use netcore::rng::{Rng, Xoshiro256};
 
 /// What a deframer produced, flattened: one entry per FPDU (ulpdu bytes) or an error.
@@ -388,6 +388,48 @@ fn gather_equals_copy() {
         ..Default::default()
     });
     assert!(fm.gather(20).is_err());
+}
+
+/// A gather-mode FPDU whose CRC is left to the sender (`trailer_deferred`, then `seal_fpdu`
+/// over the bytes in the frame) is the same FPDU the copy-mode framer writes, and the
+/// deframer (which checks the CRC, RFC 5044 §4.4) accepts it; one octet changed before the
+/// seal still gives a CRC that matches the octets sent.
+#[test]
+fn deferred_crc_equals_copy() {
+    let mut rng = Xoshiro256::seed_from_u64(4);
+    let cfg = FramerConfig {
+        crc: true,
+        markers: false,
+        stream_pos: 0,
+    };
+    let mut copy = Framer::new(cfg);
+    let mut gather = Framer::new(cfg);
+    for m in ulpdus(&mut rng, 30, 3000) {
+        let mut a = vec![0u8; copy.fpdu_len(m.len())];
+        copy.frame(&[&m], &mut a).unwrap();
+        let g = gather.gather(m.len() as u16).unwrap();
+        assert!(g.crc_on());
+        let mut b = g.prefix().to_vec();
+        b.extend_from_slice(&m);
+        b.extend_from_slice(g.trailer_deferred().as_slice());
+        assert_eq!(a.len(), b.len());
+        assert_ne!(a[a.len() - 4..], b[b.len() - 4..], "CRC field left zero");
+        seal_fpdu(&mut b);
+        assert_eq!(a, b);
+        b[5] ^= 0x40;
+        seal_fpdu(&mut b);
+        let dcfg = DeframerConfig {
+            crc: true,
+            ..Default::default()
+        };
+        let mut changed = m.clone();
+        changed[3] ^= 0x40;
+        assert_eq!(run(dcfg, &b, &mut || 7), vec![Ev::Fpdu(changed)]);
+    }
+    // Too short to hold a CRC field: left alone.
+    let mut tiny = [1u8, 2, 3];
+    seal_fpdu(&mut tiny);
+    assert_eq!(tiny, [1, 2, 3]);
 }
 
 #[test]

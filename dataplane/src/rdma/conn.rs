@@ -41,7 +41,7 @@ use super::ids::{ConnId, ListenerId, QpNum};
 use super::memory::{MemTable, QpMemory};
 use super::queues::{CqMap, FlushedQp, QueueError, QueueIo};
 use super::stats::QpCounters;
-use super::txlog::TxLog;
+use super::txlog::{LogMode, TxLog};
 use std::sync::Arc;
 
 /// Who hears a connection's events.
@@ -172,10 +172,10 @@ impl RdmaConn {
         private_data: &[u8],
         binding: QpBinding,
         c: &mut Connection<B>,
-        sums: bool,
+        log: LogMode,
     ) -> Result<Self, StartupError> {
         let s = Startup::new(policy.startup_config(Role::Initiator, private_data), now)?;
-        let mut me = Self::new(id, owner, Role::Initiator, None, c, sums, s);
+        let mut me = Self::new(id, owner, Role::Initiator, None, c, log, s);
         me.binding = Some(binding);
         me.flush_startup(c);
         Ok(me)
@@ -189,10 +189,10 @@ impl RdmaConn {
         listener: ListenerId,
         policy: &MpaPolicy,
         c: &mut Connection<B>,
-        sums: bool,
+        log: LogMode,
     ) -> Result<Self, StartupError> {
         let s = Startup::new(policy.startup_config(Role::Responder, &[]), now)?;
-        let mut me = Self::new(id, owner, Role::Responder, Some(listener), c, sums, s);
+        let mut me = Self::new(id, owner, Role::Responder, Some(listener), c, log, s);
         me.connected = true;
         Ok(me)
     }
@@ -203,7 +203,7 @@ impl RdmaConn {
         role: Role,
         listener: Option<ListenerId>,
         c: &Connection<B>,
-        sums: bool,
+        log: LogMode,
         s: Startup,
     ) -> Self {
         RdmaConn {
@@ -216,7 +216,7 @@ impl RdmaConn {
             stage: Stage::Startup(Box::new(s)),
             binding: None,
             run: None,
-            log: TxLog::new(sums),
+            log: TxLog::with_mode(log),
             tokens: Vec::new(),
             connected: false,
             peer_fin: false,

@@ -36,7 +36,7 @@ use super::ids::{ConnId, IdGen, ListenerId, QpNum};
 use super::memory::MemTable;
 use super::queues::{CqMap, FlushedQp, QueueIo};
 use super::stats::SharedRdmaStats;
-use super::txlog::TxLog;
+use super::txlog::{LogMode, TxLog};
 
 /// What the engine needs from the network stack of its thread.
 pub trait Net<B> {
@@ -153,9 +153,13 @@ impl Engine {
         self.copy_payload
     }
 
-    /// Whether the FPDU logs precompute TCP checksum sums (payload by reference only).
-    fn log_sums(&self) -> bool {
-        self.sums && !self.copy_payload
+    /// How the FPDU logs build records: TCP checksum sums precomputed for payload by
+    /// reference; CRCs computed over the frame's copy when the payload is copied.
+    fn log_mode(&self) -> LogMode {
+        LogMode {
+            sums: self.sums && !self.copy_payload,
+            defer_crc: self.sums && self.copy_payload,
+        }
     }
 
     /// The memory table.
@@ -576,7 +580,7 @@ impl Engine {
             &p.private_data,
             p.qp,
             c,
-            self.log_sums(),
+            self.log_mode(),
         );
         match rc {
             Ok(rc) => {
@@ -610,7 +614,7 @@ impl Engine {
             return false;
         };
         let id = self.ids.conn();
-        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.log_sums()) {
+        match RdmaConn::responder(now, id, l.owner, l.id, &l.policy, c, self.log_mode()) {
             Ok(rc) => {
                 self.by_id.insert(id, h);
                 self.conns.insert(h, rc);

@@ -279,6 +279,11 @@ impl Region {
         Some(unsafe { self.mem.base().as_ptr().add(at) })
     }
 
+    /// Whether region bytes `[off, off + len)` exist.
+    pub fn contains(&self, off: u64, len: usize) -> bool {
+        self.range(off, len).is_some()
+    }
+
     /// Address of region byte `off` for a transmit of `len` bytes (None when out of range).
     pub fn ptr(&self, off: u64, len: usize) -> Option<NonNull<u8>> {
         self.range(off, len).and_then(NonNull::new)

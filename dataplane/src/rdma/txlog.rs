@@ -9,7 +9,11 @@
 //! region ranges of the payload (with an `Arc` of each region, so a deregistration cannot pull
 //! the memory away), and the pad + CRC trailer. The CRC is computed once, over the region
 //! bytes, when the record is built; with software TCP checksums the ones-complement sum of the
-//! record is computed in the same pass ([`SendSource::checksum`] answers from it).
+//! record is computed in the same pass ([`SendSource::checksum`] answers from it). With
+//! [`LogMode::defer_crc`] (a device whose frames get their payload by copy) the region is not
+//! read when the record is built: [`SendSource::read`] fills each FPDU's CRC over the bytes it
+//! just copied into the frame, so the CRC always covers the octets on the wire, in one pass
+//! less over the payload.
 //!
 //! When `Event::Acked { upto }` arrives, [`TxLog::ack`] drops the records below `upto` and
 //! returns the completion tokens of the work requests they ended, so the QP completes a
@@ -18,7 +22,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use iwarp::mpa::Framer;
+use iwarp::mpa::{Framer, seal_fpdu};
 use iwarp::rdmap::{SqToken, TxSegment};
 use netcore::crc::Crc32c;
 use tcp::SendSource;
@@ -52,6 +56,17 @@ impl Csum {
         self.sum = combine(self.sum, if self.odd { s.swap_bytes() } else { s });
         self.odd ^= b.len() % 2 == 1;
     }
+}
+
+/// How a log builds its records (the engine's choice per device).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogMode {
+    /// Compute the ones-complement sum of each record (software TCP checksums, payload by
+    /// reference).
+    pub sums: bool,
+    /// Leave each gathered FPDU's CRC to [`SendSource::read`], which computes it over the
+    /// bytes it copies (payload copied into every frame; the only reader of the log's bytes).
+    pub defer_crc: bool,
 }
 
 /// Inline bytes of a record.
@@ -90,6 +105,8 @@ struct Record {
     token: Option<SqToken>,
     /// Ones-complement sum of the whole record (when computed).
     sum: Option<u16>,
+    /// The CRC field is zero here: [`SendSource::read`] computes it ([`LogMode::defer_crc`]).
+    crc_later: bool,
     /// Zero-copy transmit: one pin per piece on its mapping's DPDK registration, made at the
     /// first transmission; dropped with the record (mbufs still in flight keep the memory).
     pins: [Option<ExtPin>; MAX_PIECES],
@@ -156,6 +173,8 @@ pub struct TxLog {
     end: u64,
     /// Compute the ones-complement sum of each record (software TCP checksums).
     sums: bool,
+    /// [`LogMode::defer_crc`].
+    defer_crc: bool,
     scratch: Vec<u8>,
     /// Records built with a region that was gone.
     pub region_gone: u64,
@@ -179,8 +198,17 @@ pub struct TxLog {
 impl TxLog {
     /// An empty log at stream offset 0; `sums`: precompute TCP checksum sums.
     pub fn new(sums: bool) -> Self {
-        TxLog {
+        Self::with_mode(LogMode {
             sums,
+            defer_crc: false,
+        })
+    }
+
+    /// An empty log at stream offset 0 that builds its records as `mode` says.
+    pub fn with_mode(mode: LogMode) -> Self {
+        TxLog {
+            sums: mode.sums,
+            defer_crc: mode.defer_crc,
             ..Default::default()
         }
     }
@@ -226,13 +254,15 @@ impl TxLog {
             tlen: 0,
             token,
             sum,
+            crc_later: false,
             pins: Default::default(),
         })
     }
 
     /// Log one FPDU in gather mode (markers off): the length field and DDP/RDMAP header
-    /// inline, the payload as region ranges, the CRC computed over the region bytes now.
-    /// Returns the FPDU's length.
+    /// inline, the payload as region ranges, the CRC computed over the region bytes now (or,
+    /// with [`LogMode::defer_crc`], by [`SendSource::read`] over its copy). Returns the
+    /// FPDU's length.
     pub fn push_gather(
         &mut self,
         framer: &mut Framer,
@@ -246,42 +276,26 @@ impl TxLog {
             return self.push_copy(framer, seg, mem).map(|(n, _)| n);
         };
         let mut head = [0u8; HEAD_CAP];
-        let prefix = g.prefix();
-        head[..2].copy_from_slice(&prefix);
+        head[..2].copy_from_slice(&g.prefix());
         head[2..2 + hdr.len()].copy_from_slice(hdr);
         let head_len = 2 + hdr.len();
-        g.update(hdr);
+        // Deferred, the CRC is computed over the frame's copy ([`TxLog::seal`]); without a
+        // CRC or a sum to compute the region needs no pass here.
+        let crc_later = self.defer_crc && g.crc_on();
+        let scan = (g.crc_on() && !crc_later) || self.sums;
         let mut csum = Csum::default();
-        if self.sums {
-            csum.add(&head[..head_len]);
-        }
-        let mut pieces: [Option<Piece>; MAX_PIECES] = Default::default();
-        let mut gone = false;
-        for (slot, p) in pieces.iter_mut().zip(seg.pieces()) {
-            let region = mem.region(p.mr);
-            let ok = region.as_ref().is_some_and(|r| {
-                r.scan(p.offset, p.len as usize, |chunk| {
-                    g.update(chunk);
-                    if self.sums {
-                        csum.add(chunk);
-                    }
-                })
-            });
-            if !ok {
-                gone = true;
-                let zeros = vec![0u8; p.len as usize];
-                g.update(&zeros);
-                if self.sums {
-                    csum.add(&zeros);
-                }
+        if scan {
+            g.update(hdr);
+            if self.sums {
+                csum.add(&head[..head_len]);
             }
-            *slot = region.map(|region| Piece {
-                region,
-                offset: p.offset,
-                len: p.len,
-            });
         }
-        let t = g.trailer();
+        let (pieces, gone) = self.gather_pieces(seg, mem, scan.then_some((&mut g, &mut csum)));
+        let t = if crc_later || !scan {
+            g.trailer_deferred()
+        } else {
+            g.trailer()
+        };
         let tb = t.as_slice();
         if self.sums {
             csum.add(tb);
@@ -294,6 +308,9 @@ impl TxLog {
             let mut bytes = head[..head_len].to_vec();
             bytes.resize(head_len + seg.ulpdu_len() - hdr.len(), 0);
             bytes.extend_from_slice(tb);
+            if crc_later {
+                seal_fpdu(&mut bytes);
+            }
             self.push_bytes(&bytes, seg.completion());
             return Err(LogError::RegionGone);
         }
@@ -307,8 +324,50 @@ impl TxLog {
             tlen: tb.len() as u8,
             token: seg.completion(),
             sum: self.sums.then_some(csum.sum),
+            crc_later,
             pins: Default::default(),
         }))
+    }
+
+    /// The payload pieces of `seg`, each feeding the CRC and sum of `feed` (when given: the
+    /// region bytes are read for it) or only checked to exist. `true` with them when a
+    /// region is gone or out of range (the pieces then feed zeros).
+    fn gather_pieces(
+        &self,
+        seg: &TxSegment,
+        mem: &mut QpMemory,
+        mut feed: Option<(&mut iwarp::mpa::GatherFpdu, &mut Csum)>,
+    ) -> ([Option<Piece>; MAX_PIECES], bool) {
+        let mut pieces: [Option<Piece>; MAX_PIECES] = Default::default();
+        let mut gone = false;
+        for (slot, p) in pieces.iter_mut().zip(seg.pieces()) {
+            let region = mem.region(p.mr);
+            let ok = region.as_ref().is_some_and(|r| match feed.as_mut() {
+                Some((g, csum)) => r.scan(p.offset, p.len as usize, |chunk| {
+                    g.update(chunk);
+                    if self.sums {
+                        csum.add(chunk);
+                    }
+                }),
+                None => r.contains(p.offset, p.len as usize),
+            });
+            if !ok {
+                gone = true;
+                if let Some((g, csum)) = feed.as_mut() {
+                    let zeros = vec![0u8; p.len as usize];
+                    g.update(&zeros);
+                    if self.sums {
+                        csum.add(&zeros);
+                    }
+                }
+            }
+            *slot = region.map(|region| Piece {
+                region,
+                offset: p.offset,
+                len: p.len,
+            });
+        }
+        (pieces, gone)
     }
 
     /// Log one FPDU in copy mode (markers on: their positions depend on the stream offset, so
@@ -601,6 +660,64 @@ fn put_bytes(
     Ok(())
 }
 
+impl TxLog {
+    /// Fill the deferred CRC fields ([`LogMode::defer_crc`]) that fall in `dst`, the log's
+    /// bytes from stream offset `off`: over `dst` itself for a record it holds whole (the
+    /// usual case: TCP sends whole FPDUs), else over the record rebuilt aside (a tail-loss
+    /// probe or a retransmission from the middle of a record).
+    fn seal(&self, off: u64, dst: &mut [u8]) {
+        let end = off + dst.len() as u64;
+        let Some(mut i) = self.find(off) else {
+            return;
+        };
+        while let Some(r) = self.recs.get(i)
+            && r.start < end
+        {
+            i += 1;
+            let crc_at = r.end().saturating_sub(iwarp::mpa::CRC_LEN as u64);
+            if !r.crc_later || r.end() <= off || crc_at >= end {
+                continue;
+            }
+            if r.start >= off && r.end() <= end {
+                let (a, b) = ((r.start - off) as usize, (r.end() - off) as usize);
+                if let Some(fpdu) = dst.get_mut(a..b) {
+                    seal_fpdu(fpdu);
+                }
+                continue;
+            }
+            let mut whole = vec![0u8; r.len as usize];
+            let mut w = 0;
+            self.for_each_part(r.start, whole.len(), |p| {
+                let n = p.len();
+                if let Some(d) = whole.get_mut(w..w + n) {
+                    copy_part(p, d);
+                }
+                w += n;
+                true
+            });
+            seal_fpdu(&mut whole);
+            // The part of the CRC field inside dst.
+            let (from, to) = (crc_at.max(off), r.end().min(end));
+            if let (Some(d), Some(c)) = (
+                dst.get_mut((from - off) as usize..(to - off) as usize),
+                whole.get((from - r.start) as usize..(to - r.start) as usize),
+            ) {
+                d.copy_from_slice(c);
+            }
+        }
+    }
+}
+
+/// Copy one part of the log into `d` (of the part's length).
+fn copy_part(p: Part<'_>, d: &mut [u8]) {
+    match p {
+        Part::Bytes(b) => d.copy_from_slice(b),
+        Part::Region { region, offset, .. } => {
+            region.read(offset, d);
+        }
+    }
+}
+
 impl SendSource for TxLog {
     fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
         let mut w = 0;
@@ -609,21 +726,25 @@ impl SendSource for TxLog {
             let Some(d) = dst.get_mut(w..w + n) else {
                 return false;
             };
-            match p {
-                Part::Bytes(b) => d.copy_from_slice(b),
-                Part::Region { region, offset, .. } => {
-                    region.read(offset, d);
-                }
-            }
+            copy_part(p, d);
             w += n;
             true
         });
+        if self.defer_crc
+            && let Some(copied) = dst.get_mut(..done)
+        {
+            self.seal(stream_offset, copied);
+        }
         if let Some(rest) = dst.get_mut(done..) {
             rest.fill(0);
         }
     }
 
     fn checksum(&mut self, stream_offset: u64, len: usize) -> u16 {
+        if self.defer_crc {
+            // The CRC fields exist only in copies: sum what `read` writes.
+            return read_sum(self, stream_offset, len);
+        }
         // One whole record (the usual case): the sum computed when it was built.
         if let Some(i) = self.find(stream_offset)
             && let Some(r) = self.recs.get(i)
@@ -650,6 +771,21 @@ impl SendSource for TxLog {
         // Bytes beyond the log read as zeros and add nothing to the sum.
         csum.sum
     }
+}
+
+/// The ones-complement sum of `len` bytes of `log` at `off`, read in chunks (even-sized
+/// except the last, so each starts on a 16-bit word of the range, RFC 1071 §2(B)).
+fn read_sum(log: &mut TxLog, off: u64, len: usize) -> u16 {
+    let mut chunk = [0u8; 2048];
+    let mut sum = 0u16;
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(chunk.len());
+        log.read(off + done as u64, &mut chunk[..n]);
+        sum = combine(sum, ones_complement_sum(&chunk[..n]));
+        done += n;
+    }
+    sum
 }
 
 /// CRC32c of `bytes` (tests and diagnostics).
@@ -721,7 +857,20 @@ mod tests {
     /// A log holding an MPA frame, then a Write of `len` bytes and a Send of 1 byte, framed for
     /// `emss`. Returns the log and the record lengths.
     fn build(s: &mut Setup, crc: bool, emss: usize, sums: bool) -> (TxLog, Vec<u32>) {
-        let mut log = TxLog::new(sums);
+        build_with(
+            s,
+            crc,
+            emss,
+            LogMode {
+                sums,
+                defer_crc: false,
+            },
+        )
+    }
+
+    /// [`build`] with a log of `mode`.
+    fn build_with(s: &mut Setup, crc: bool, emss: usize, mode: LogMode) -> (TxLog, Vec<u32>) {
+        let mut log = TxLog::with_mode(mode);
         let mut lens = vec![log.push_bytes(b"MPA ID Req Frame\x80\x01\x00\x00", None)];
         let mut w = WorkRequest::new(7, WrOpcode::Write, vec![sge(s, 3, 5000)]);
         w.remote_stag = Stag(0x100);
@@ -738,6 +887,81 @@ mod tests {
             lens.push(log.push_gather(&mut framer, &seg, &mut s.mem).unwrap());
         }
         (log, lens)
+    }
+
+    /// A log that leaves its CRCs to `read` (payload copied into frames) reads exactly like
+    /// one that computed them when each record was built: the whole stream, and every range
+    /// of a grid of starts and lengths (whole FPDUs, mid-record probes, ranges that cut the
+    /// CRC field); its checksums are the sums of those bytes; with CRC off the field is zero
+    /// either way. A deferred FPDU whose region is gone is sent with zeros and a right CRC.
+    #[test]
+    fn deferred_crc_reads_like_the_precomputed_one() {
+        let deferred = LogMode {
+            sums: false,
+            defer_crc: true,
+        };
+        for crc in [true, false] {
+            let mut s = setup(9000);
+            let (mut a, la) = build(&mut s, crc, 1460, false);
+            let mut s = setup(9000);
+            let (mut b, lb) = build_with(&mut s, crc, 1460, deferred);
+            assert_eq!(la, lb);
+            let total = (a.end() - a.start()) as usize;
+            let (mut wa, mut wb) = (vec![0u8; total], vec![0u8; total]);
+            a.read(0, &mut wa);
+            b.read(0, &mut wb);
+            assert_eq!(wa, wb, "crc {crc}");
+            for start in (0..total).step_by(37) {
+                for len in [1, 2, 3, 4, 5, 6, 100, 1453, 1466, 3000] {
+                    let len = len.min(total - start);
+                    let mut x = vec![0u8; len];
+                    b.read(start as u64, &mut x);
+                    let want = &wa[start..start + len];
+                    assert_eq!(x, want, "crc {crc} start {start} len {len}");
+                    assert_eq!(b.checksum(start as u64, len), ones_complement_sum(want));
+                }
+            }
+        }
+        // A region gone between the post and the logging: zeros, and a CRC over them.
+        let mut s = setup(9000);
+        let mut log = TxLog::with_mode(deferred);
+        let mut w = WorkRequest::new(7, WrOpcode::Write, vec![sge(&s, 0, 100)]);
+        w.remote_stag = Stag(0x100);
+        s.qp.post_send(w).unwrap();
+        let seg = s.qp.poll_segment(1000, &mut s.mem).unwrap();
+        // Logged against memory where the range does not exist (16 bytes).
+        let mut s2 = setup(16);
+        let mut framer = Framer::new(FramerConfig {
+            crc: true,
+            markers: false,
+            stream_pos: 0,
+        });
+        assert_eq!(
+            log.push_gather(&mut framer, &seg, &mut s2.mem),
+            Err(LogError::RegionGone)
+        );
+        let mut out = vec![0u8; log.end() as usize];
+        log.read(0, &mut out);
+        let mut d = Deframer::new(DeframerConfig {
+            crc: true,
+            ..Default::default()
+        });
+        let (used, ev) = d.deframe(&out);
+        assert!(matches!(ev, Some(Ok(Deframed::Start { .. }))), "{ev:?}");
+        let mut rest = &out[used..];
+        let mut ulpdu = Vec::new();
+        loop {
+            let (used, ev) = d.deframe(rest);
+            match ev {
+                Some(Ok(Deframed::Data(p))) => ulpdu.extend_from_slice(p),
+                Some(Ok(Deframed::End)) => break,
+                other => panic!("{other:?}"),
+            }
+            rest = &rest[used..];
+        }
+        // The tagged DDP/RDMAP header (14 octets), then the payload as zeros.
+        assert_eq!(ulpdu.len(), 14 + 100);
+        assert!(ulpdu[14..].iter().all(|&b| b == 0));
     }
 
     /// The hinted lookup finds the same record as a scan, for reads front to back, backwards,

@@ -268,6 +268,20 @@ impl Framer {
     }
 }
 
+/// Write the CRC of a whole FPDU of a stream without markers (ULPDU_LENGTH, ULPDU, pad and
+/// the 4-octet CRC field, as [`GatherFpdu::trailer_deferred`] leaves it) into its CRC field:
+/// RFC 5044 §4.4 (the CRC covers every octet of the FPDU before the CRC field; markers are
+/// off in gather mode). Nothing happens to a slice shorter than a CRC field.
+pub fn seal_fpdu(fpdu: &mut [u8]) {
+    let Some(body) = fpdu.len().checked_sub(CRC_LEN) else {
+        return;
+    };
+    let (covered, field) = fpdu.split_at_mut(body);
+    let mut crc = Crc32c::new();
+    crc.update(covered);
+    field.copy_from_slice(&crc_to_wire(crc.value()));
+}
+
 /// A gather-mode FPDU in progress: `prefix()`, then `update()` with every ULPDU octet in
 /// order, then `trailer()`.
 #[derive(Debug, Clone)]
@@ -310,6 +324,21 @@ impl GatherFpdu {
     /// Octets fed so far.
     pub fn fed(&self) -> usize {
         self.fed
+    }
+
+    /// Whether the FPDU carries a CRC (negotiated on).
+    pub fn crc_on(&self) -> bool {
+        self.crc_on
+    }
+
+    /// Zero pad plus a zero CRC field, for a sender that fills the CRC in later over the
+    /// FPDU's bytes as it copies them into a frame ([`seal_fpdu`]); nothing needs to be fed.
+    pub fn trailer_deferred(self) -> Trailer {
+        let pad = pad_len(usize::from(self.ulpdu_len));
+        Trailer {
+            bytes: [0u8; 7],
+            len: (pad + CRC_LEN) as u8,
+        }
     }
 
     /// Zero pad plus CRC (zero when CRC is off). `debug_assert`s that exactly `ulpdu_len`

@@ -24,7 +24,7 @@ pub mod wire;
 
 pub use deframer::{Deframed, Deframer, DeframerConfig, WholeFpdu};
 pub use error::{ETYPE_MPA, LAYER_LLP, MpaError};
-pub use framer::{FrameError, Framer, FramerConfig, GatherFpdu};
+pub use framer::{FrameError, Framer, FramerConfig, GatherFpdu, seal_fpdu};
 
 /// Distance between two MPA markers in the TCP stream, in octets (RFC 5044 §5).
 pub const MARKER_INTERVAL: u32 = 512;
