@@ -358,20 +358,30 @@ fn max_ulpdu_fits_emss_exactly() {
     assert_eq!(max_ulpdu_len_any_pos(1448, false), 1442);
 }
 
+/// A copy-mode and a gather-mode framer at stream position 0, markers off.
+fn two_framers(crc: bool) -> (Framer, Framer) {
+    let cfg = FramerConfig {
+        crc,
+        markers: false,
+        stream_pos: 0,
+    };
+    (Framer::new(cfg), Framer::new(cfg))
+}
+
+/// `m` framed by the copy-mode framer.
+fn framed(copy: &mut Framer, m: &[u8]) -> Vec<u8> {
+    let mut a = vec![0u8; copy.fpdu_len(m.len())];
+    copy.frame(&[m], &mut a).unwrap();
+    a
+}
+
 #[test]
 fn gather_equals_copy() {
     let mut rng = Xoshiro256::seed_from_u64(3);
     for crc in [false, true] {
-        let cfg = FramerConfig {
-            crc,
-            markers: false,
-            stream_pos: 0,
-        };
-        let mut copy = Framer::new(cfg);
-        let mut gather = Framer::new(cfg);
+        let (mut copy, mut gather) = two_framers(crc);
         for m in ulpdus(&mut rng, 30, 3000) {
-            let mut a = vec![0u8; copy.fpdu_len(m.len())];
-            copy.frame(&[&m], &mut a).unwrap();
+            let a = framed(&mut copy, &m);
             let mut g = gather.gather(m.len() as u16).unwrap();
             let mut b = g.prefix().to_vec();
             let (h, p) = m.split_at(14);
@@ -397,16 +407,9 @@ fn gather_equals_copy() {
 #[test]
 fn deferred_crc_equals_copy() {
     let mut rng = Xoshiro256::seed_from_u64(4);
-    let cfg = FramerConfig {
-        crc: true,
-        markers: false,
-        stream_pos: 0,
-    };
-    let mut copy = Framer::new(cfg);
-    let mut gather = Framer::new(cfg);
+    let (mut copy, mut gather) = two_framers(true);
     for m in ulpdus(&mut rng, 30, 3000) {
-        let mut a = vec![0u8; copy.fpdu_len(m.len())];
-        copy.frame(&[&m], &mut a).unwrap();
+        let a = framed(&mut copy, &m);
         let g = gather.gather(m.len() as u16).unwrap();
         assert!(g.crc_on());
         let mut b = g.prefix().to_vec();
