@@ -83,7 +83,6 @@ mod chrono;
 pub mod config;
 pub mod conn;
 mod cookie;
-mod cwv;
 pub mod endpoint;
 mod hystart;
 pub mod isn;
