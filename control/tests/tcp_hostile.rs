@@ -330,7 +330,10 @@ fn tiny_out_of_order_segments_are_bounded() {
 
 /// TX back-pressure: eight connections from B to A's discard over memif (lossless) keep B's
 /// TX queue full; connections must wait (`tx_backpressure`) instead of having frames dropped
-/// after TCP counted them as sent (`drop_tx_full`), and every stream arrives intact.
+/// after TCP counted them as sent (`drop_tx_full`), and every stream arrives intact. The
+/// memif rings hold 64 frames (`rsize=6`), fewer than the eight initial windows together:
+/// congestion window validation stops a window from growing past what the sender can put
+/// on the wire, so the queue must be small enough for the windows to fill it.
 #[test]
 fn full_tx_queue_holds_connections_back() {
     let _g = serial();
@@ -339,6 +342,7 @@ fn full_tx_queue_holds_connections_back() {
     }
     let mut pair = MemifPair::new("txbp");
     pair.b_timeout = Duration::from_secs(120);
+    pair.device_extra = ",rsize=6".into();
     let (a, code, out_b) = pair.run(
         "[0]",
         "discard_port = 9\n",

@@ -83,6 +83,7 @@ mod chrono;
 pub mod config;
 pub mod conn;
 mod cookie;
+mod cwv;
 pub mod endpoint;
 mod hystart;
 pub mod isn;

@@ -15,6 +15,8 @@ pub struct MemifPair {
     pub b_timeout: Duration,
     /// Extra `[port]` keys for both instances (e.g. `mtu = 9000`).
     pub port_extra: String,
+    /// Extra net_memif device arguments for both instances (e.g. `,rsize=6`).
+    pub device_extra: String,
 }
 
 impl MemifPair {
@@ -27,16 +29,18 @@ impl MemifPair {
             prefix: format!("iwt-{name}-{}", std::process::id()),
             b_timeout: Duration::from_secs(60),
             port_extra: String::new(),
+            device_extra: String::new(),
         }
     }
 
     pub fn conf(&self, side: &str, role: &str, ip: &str, cores: &str, rest: &str) -> PathBuf {
         let text = format!(
             "[eal]\nhugepages = \"off\"\nmemory_mb = 512\nfile_prefix = \"{}-{side}\"\n\
-             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no\"\nip = \"{ip}/24\"\n{}\n\
+             [port]\ndevice = \"net_memif0,role={role},id=0,socket={},socket-abstract=no{}\"\nip = \"{ip}/24\"\n{}\n\
              [dataplane]\ncores = {cores}\nmbufs = 16384\n[diag]\nrun_seconds = {}\n{rest}",
             self.prefix,
             self.sock.display(),
+            self.device_extra,
             self.port_extra,
             self.b_timeout.as_secs() + 30
         );

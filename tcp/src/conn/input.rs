@@ -685,7 +685,11 @@ impl<B: SegBuf> Connection<B> {
                 self.rack.last_rtt.take()
             };
             self.cc.hystart_ack(self.snd_una, self.snd_max, rtt);
-            self.cc.on_ack(now, acked, self.rtt.srtt());
+            // RFC 7661 / RFC 9438 §5.8: no growth for a window the sender did not use.
+            let slow_start = self.cc.cwnd < self.cc.ssthresh;
+            if self.cwnd_use.may_grow(self.cc.cwnd, slow_start) {
+                self.cc.on_ack(now, acked, self.rtt.srtt());
+            }
         }
     }
 

@@ -79,6 +79,7 @@ use smoltcp::wire::Ipv4Address;
 use crate::cc::Congestion;
 use crate::chrono::{Chrono, Limit};
 use crate::config::TcpConfig;
+use crate::cwv::CwndUse;
 use crate::rack::Rack;
 use crate::reasm::RecvQueue;
 use crate::rtt::RttEstimator;
@@ -378,6 +379,8 @@ pub struct Connection<B> {
     tx_inline: bool,
     /// What limits the sender, by time (the `*_limited_ns` counters).
     chrono: Chrono,
+    /// Whether the sender used its window this round (cwnd grows only then).
+    cwnd_use: CwndUse,
     stats: TcpStats,
 }
 
@@ -515,6 +518,7 @@ impl<B: SegBuf> Connection<B> {
             tx_limit: u64::MAX,
             tx_inline: true,
             chrono: Chrono::default(),
+            cwnd_use: CwndUse::default(),
             stats: TcpStats::default(),
             cfg,
         }

@@ -68,6 +68,9 @@ impl<B: SegBuf> Connection<B> {
             self.limit()
         };
         self.chrono.set(now, limit, &mut self.stats);
+        let flight = self.snd_max - self.snd_una;
+        self.cwnd_use
+            .on_transmit_poll(self.snd_una, self.snd_nxt, flight, limit == Limit::Cwnd);
         if t.is_some() {
             self.stats.segs_out += 1;
         } else if self.log_on() && self.snd_nxt >= self.app_end && self.state.is_synchronized() {

@@ -226,17 +226,19 @@ fn tlp_dsack_means_no_loss() {
 20  > . 1:1461(1460) ack 1
 20  > P. 1461:2921(1460) ack 1
 30  < . 1:1(0) ack 1461 win 65535
-// IW (10 segments) grown by slow start (the acknowledged SYN byte counts too).
-30  cwnd 16061
+// IW (10 segments), not grown: two segments in flight do not use it (cwnd validation, RFC
+// 7661; slow start grows a window only below twice the flight used, as Linux's).
+30  cwnd 14600
 229 none
 230 > P. 1461:2921(1460) ack 1
 230 stat tlp_probes 1
 240 < . 1:1(0) ack 2921 win 65535 <sack 1461:2921>
-240 cwnd 17521
+// No loss response either.
+240 cwnd 14600
 250 send 1460
 250 > P. 2921:4381(1460) ack 1
 260 < . 1:1(0) ack 4381 win 65535
-260 cwnd 18981
+260 cwnd 14600
 260 stat rtos 0
 ",
     );
@@ -244,7 +246,7 @@ fn tlp_dsack_means_no_loss() {
 
 /// RFC 8985 §7.4.2: the probe repaired a loss (no D-SACK, and later data is acknowledged
 /// beyond it): the congestion response of a fast recovery follows (NewReno: ssthresh and
-/// cwnd become half of cwnd, here after slow start counted the ACK: 18981 / 2).
+/// cwnd become half of cwnd, here the IW not grown by two segments in flight: 14600 / 2).
 #[test]
 fn tlp_repaired_loss_reduces_cwnd() {
     run_rack(
@@ -256,11 +258,11 @@ fn tlp_repaired_loss_reduces_cwnd() {
 30  < . 1:1(0) ack 1461 win 65535
 230 > P. 1461:2921(1460) ack 1
 240 < . 1:1(0) ack 2921 win 65535
-240 cwnd 17521
+240 cwnd 14600
 250 send 1460
 250 > P. 2921:4381(1460) ack 1
 260 < . 1:1(0) ack 4381 win 65535
-260 cwnd 9490
+260 cwnd 7300
 260 stat rtos 0
 ",
     );
