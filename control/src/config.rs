@@ -689,23 +689,11 @@ impl Config {
                 ));
             }
         }
-        if !matches!(self.dataplane.mode.as_str(), "stack" | "echo") {
-            return Err(bad(
-                "dataplane.mode",
-                format!(
-                    "{:?} is not allowed, expected \"stack\" or \"echo\"",
-                    self.dataplane.mode
-                ),
-            ));
+        if let Some(msg) = not_one_of(&self.dataplane.mode, &["stack", "echo"]) {
+            return Err(bad("dataplane.mode", msg));
         }
-        if !matches!(self.dataplane.idle.as_str(), "spin" | "yield") {
-            return Err(bad(
-                "dataplane.idle",
-                format!(
-                    "{:?} is not allowed, expected \"spin\" or \"yield\"",
-                    self.dataplane.idle
-                ),
-            ));
+        if let Some(msg) = not_one_of(&self.dataplane.idle, &["spin", "yield"]) {
+            return Err(bad("dataplane.idle", msg));
         }
         if self.dataplane.mbufs < 1024 {
             return Err(bad(
@@ -774,14 +762,8 @@ impl Config {
                 msg,
             })
         };
-        if !matches!(t.cc.as_str(), "cubic" | "newreno" | "bbr") {
-            return bad(
-                "cc",
-                format!(
-                    "{:?} is not allowed, expected \"cubic\", \"newreno\" or \"bbr\"",
-                    t.cc
-                ),
-            );
+        if let Some(msg) = not_one_of(&t.cc, &["cubic", "newreno", "bbr"]) {
+            return bad("cc", msg);
         }
         if t.mss != 0 && !(536..=9000).contains(&t.mss) {
             return bad(
@@ -988,27 +970,16 @@ impl Config {
                 format!("{} is out of range, allowed 1..=1000000", d.rdma_iterations),
             ));
         }
-        if let Some(c) = &d.rdma_crc
-            && !matches!(c.as_str(), "on" | "off" | "require")
-        {
-            return Err(bad(
-                "diag.rdma_crc",
-                format!("{c:?} is not allowed, expected \"on\", \"off\" or \"require\""),
-            ));
+        if let Some(msg) = d.rdma_crc.as_ref().and_then(|c| not_one_of(c, CRC_MODES)) {
+            return Err(bad("diag.rdma_crc", msg));
         }
         Ok(())
     }
 
     fn validate_mpa(&self, bad: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
         let m = &self.mpa;
-        if !matches!(m.crc.as_str(), "on" | "off" | "require") {
-            return Err(bad(
-                "mpa.crc",
-                format!(
-                    "{:?} is not allowed, expected \"on\", \"off\" or \"require\"",
-                    m.crc
-                ),
-            ));
+        if let Some(msg) = not_one_of(&m.crc, CRC_MODES) {
+            return Err(bad("mpa.crc", msg));
         }
         if !matches!(m.revision, 1 | 2) {
             return Err(bad(
@@ -1016,14 +987,8 @@ impl Config {
                 format!("{} is not allowed, expected 1 or 2", m.revision),
             ));
         }
-        if !matches!(m.rtr.as_str(), "none" | "write" | "read" | "send") {
-            return Err(bad(
-                "mpa.rtr",
-                format!(
-                    "{:?} is not allowed, expected \"none\", \"write\", \"read\" or \"send\"",
-                    m.rtr
-                ),
-            ));
+        if let Some(msg) = not_one_of(&m.rtr, &["none", "write", "read", "send"]) {
+            return Err(bad("mpa.rtr", msg));
         }
         for (k, v) in [("mpa.ird", m.ird), ("mpa.ord", m.ord)] {
             if v > 16383 {
@@ -1057,14 +1022,8 @@ impl Config {
                 ),
             ));
         }
-        if !matches!(m.tx_payload.as_str(), "auto" | "copy" | "by_ref") {
-            return Err(bad(
-                "mpa.tx_payload",
-                format!(
-                    "{:?} is not allowed, expected \"auto\", \"copy\" or \"by_ref\"",
-                    m.tx_payload
-                ),
-            ));
+        if let Some(msg) = not_one_of(&m.tx_payload, &["auto", "copy", "by_ref"]) {
+            return Err(bad("mpa.tx_payload", msg));
         }
         Ok(())
     }
@@ -1102,9 +1061,43 @@ pub fn is_pci_address(s: &str) -> bool {
     }
 }
 
+/// `[mpa] crc` and `[diag] rdma_crc`.
+const CRC_MODES: &[&str] = &["on", "off", "require"];
+
+/// The error message for a string key whose `value` is not one of `allowed` (`None` when it
+/// is): `"x" is not allowed, expected "a", "b" or "c"`.
+fn not_one_of(value: &str, allowed: &[&str]) -> Option<String> {
+    if allowed.contains(&value) {
+        return None;
+    }
+    let quoted: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+    let list = match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.concat(),
+    };
+    Some(format!("{value:?} is not allowed, expected {list}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn not_one_of_names_the_allowed_values() {
+        assert_eq!(not_one_of("on", CRC_MODES), None);
+        assert_eq!(
+            not_one_of("maybe", CRC_MODES).unwrap(),
+            r#""maybe" is not allowed, expected "on", "off" or "require""#
+        );
+        assert_eq!(
+            not_one_of("x", &["spin", "yield"]).unwrap(),
+            r#""x" is not allowed, expected "spin" or "yield""#
+        );
+        assert_eq!(
+            not_one_of("x", &["none", "write", "read", "send"]).unwrap(),
+            r#""x" is not allowed, expected "none", "write", "read" or "send""#
+        );
+    }
 
     const MINIMAL: &str = "[port]\ndevice = \"net_memif0,role=server\"\nip = \"10.0.0.1/24\"\n";
 
