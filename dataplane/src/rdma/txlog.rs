@@ -743,7 +743,7 @@ impl SendSource for TxLog {
     fn checksum(&mut self, stream_offset: u64, len: usize) -> u16 {
         if self.defer_crc {
             // The CRC fields exist only in copies: sum what `read` writes.
-            return read_sum(self, stream_offset, len);
+            return tcp::conn::checksum_by_read(self, stream_offset, len);
         }
         // One whole record (the usual case): the sum computed when it was built.
         if let Some(i) = self.find(stream_offset)
@@ -771,21 +771,6 @@ impl SendSource for TxLog {
         // Bytes beyond the log read as zeros and add nothing to the sum.
         csum.sum
     }
-}
-
-/// The ones-complement sum of `len` bytes of `log` at `off`, read in chunks (even-sized
-/// except the last, so each starts on a 16-bit word of the range, RFC 1071 §2(B)).
-fn read_sum(log: &mut TxLog, off: u64, len: usize) -> u16 {
-    let mut chunk = [0u8; 2048];
-    let mut sum = 0u16;
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(chunk.len());
-        log.read(off + done as u64, &mut chunk[..n]);
-        sum = combine(sum, ones_complement_sum(&chunk[..n]));
-        done += n;
-    }
-    sum
 }
 
 /// CRC32c of `bytes` (tests and diagnostics).

@@ -103,18 +103,29 @@ pub trait SendSource {
     /// bytes through `read` in chunks; an owner with direct access to the memory should sum in
     /// place instead.
     fn checksum(&mut self, stream_offset: u64, len: usize) -> u16 {
-        let mut chunk = [0u8; 2048];
-        let mut sum = 0u16;
-        let mut done = 0usize;
-        while done < len {
-            let n = (len - done).min(chunk.len());
-            self.read(stream_offset + done as u64, &mut chunk[..n]);
-            // Chunks are even-sized except the last, so word alignment is kept.
-            sum = crate::wire::combine(sum, crate::wire::ones_complement_sum(&chunk[..n]));
-            done += n;
-        }
-        sum
+        checksum_by_read(self, stream_offset, len)
     }
+}
+
+/// [`SendSource::checksum`] computed from [`SendSource::read`]: `len` bytes at
+/// `stream_offset` read in chunks and summed (the default; also for an owner whose bytes
+/// exist only once read, such as CRCs computed over the copy).
+pub fn checksum_by_read<S: SendSource + ?Sized>(
+    src: &mut S,
+    stream_offset: u64,
+    len: usize,
+) -> u16 {
+    let mut chunk = [0u8; 2048];
+    let mut sum = 0u16;
+    let mut done = 0usize;
+    while done < len {
+        let n = (len - done).min(chunk.len());
+        src.read(stream_offset + done as u64, &mut chunk[..n]);
+        // Chunks are even-sized except the last, so word alignment is kept (RFC 1071 §2(B)).
+        sum = crate::wire::combine(sum, crate::wire::ones_complement_sum(&chunk[..n]));
+        done += n;
+    }
+    sum
 }
 
 impl<F: FnMut(u64, &mut [u8])> SendSource for F {
