@@ -514,12 +514,18 @@ impl Netstack {
             }
             return false;
         }
+        // Whether the RDMA engine builds this connection's frames: asked once per batch, not
+        // per segment (its connections change only in its own poll, not while we emit).
+        let zero_copy = self
+            .rdma
+            .as_ref()
+            .is_some_and(|e| e.zero_copy() && e.owns(h));
         for _ in 0..TX_BUDGET {
             if tx.len() >= TX_QUEUE_LIMIT {
                 self.stats.tx_backpressure += 1;
                 return true;
             }
-            if let Some(e) = self.rdma.as_mut().filter(|e| e.zero_copy() && e.owns(h)) {
+            if let Some(e) = self.rdma.as_mut().filter(|_| zero_copy) {
                 use crate::rdma::glue::{Emitted, emit_zero_copy};
                 let spare = &mut self.spare;
                 match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool, spare) {

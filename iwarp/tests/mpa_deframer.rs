@@ -435,6 +435,35 @@ fn deferred_crc_equals_copy() {
     assert_eq!(tiny, [1, 2, 3]);
 }
 
+/// `gather_deferred` for `count` FPDUs gives the prefix and deferred trailer of `gather` and
+/// moves the stream position as `count` calls of it; refused with markers on.
+#[test]
+fn gather_deferred_equals_repeated_gather() {
+    for crc in [false, true] {
+        for (len, count) in [(1u16, 1u32), (14, 3), (1434, 44), (1435, 2), (1437, 7)] {
+            let (_, mut one) = two_framers(crc);
+            let (_, mut run) = two_framers(crc);
+            let (prefix, trailer) = run.gather_deferred(len, count).unwrap();
+            for _ in 0..count {
+                let g = one.gather(len).unwrap();
+                assert_eq!(g.prefix(), prefix);
+                assert_eq!(g.trailer_deferred().as_slice(), trailer.as_slice());
+            }
+            assert_eq!(
+                one.stream_pos(),
+                run.stream_pos(),
+                "len {len} count {count}"
+            );
+        }
+    }
+    let mut fm = Framer::new(FramerConfig {
+        crc: true,
+        markers: true,
+        stream_pos: 0,
+    });
+    assert!(fm.gather_deferred(20, 2).is_err());
+}
+
 #[test]
 fn random_bytes_never_panic() {
     let mut rng = Xoshiro256::seed_from_u64(0xdead_beef);

@@ -83,3 +83,42 @@ fn gather_mode_equals_copy_mode() {
         }
     }
 }
+
+/// `poll_run` gives the segments `poll_segment` gives, the runs expanded with
+/// `TxRun::segment`: same headers, ranges and completions, for any run length; a run's extra
+/// segments are never a message's last and complete nothing.
+#[test]
+fn runs_expand_to_the_segments_poll_segment_gives() {
+    let key =
+        |s: &iwarp::rdmap::TxSegment| (s.header().to_vec(), s.pieces().to_vec(), s.completion());
+    for emss in [128usize, 536, 1448] {
+        let max = iwarp::mpa::framer::max_ulpdu_len_any_pos(emss, false);
+        let (mut a, mut mem_a) = setup(true);
+        let mut want = Vec::new();
+        while let Some(seg) = a.poll_segment(max, &mut mem_a) {
+            want.push(key(&seg));
+        }
+        for max_count in [1u32, 2, 3, 7, 1000] {
+            let (mut b, mut mem_b) = setup(true);
+            let mut got = Vec::new();
+            let mut longest = 0;
+            while let Some(run) = b.poll_run(max, max_count, &mut mem_b) {
+                assert!(run.count() >= 1 && run.count() <= max_count.max(1));
+                longest = longest.max(run.count());
+                for k in 0..run.count() {
+                    let seg = run.segment(k);
+                    if k > 0 {
+                        let last = seg.header()[0] & iwarp::ddp::wire::FLAG_LAST != 0;
+                        assert!(!last && seg.completion().is_none());
+                        assert_eq!(seg.ulpdu_len(), run.first().ulpdu_len());
+                    }
+                    got.push(key(&seg));
+                }
+            }
+            assert_eq!(got, want, "emss {emss} max_count {max_count}");
+            if max_count > 1 {
+                assert!(longest > 1, "emss {emss}: no run formed");
+            }
+        }
+    }
+}

@@ -67,9 +67,14 @@ impl std::fmt::Display for CrcImpl {
     }
 }
 
-/// `crc-fast` with a running value: its reflected state is the finalised CRC inverted.
+/// `crc-fast` with a running value: its reflected state is the finalised CRC inverted. A CRC
+/// from the start (an FPDU sealed whole) skips the `Digest`, whose construction copies the
+/// algorithm's ~200-byte parameter block on every call.
 #[inline]
 fn crc_fast_append(crc: u32, data: &[u8]) -> u32 {
+    if crc == 0 {
+        return crc_fast::crc32_iscsi(data);
+    }
     let mut d =
         crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
     d.update(data);

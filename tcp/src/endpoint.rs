@@ -81,6 +81,9 @@ pub enum Dispatch {
     Cookie,
 }
 
+/// `by_tuple`'s key: local port, remote address, remote port.
+type TupleKey = (u16, Ipv4Address, u16);
+
 /// Connections keyed by (local port, remote address, remote port) on one local IPv4 address.
 #[derive(Debug)]
 pub struct Endpoint<B> {
@@ -90,7 +93,10 @@ pub struct Endpoint<B> {
     listeners: HashSet<u16>,
     conns: Vec<Slot<B>>,
     free: Vec<u32>,
-    by_tuple: HashMap<(u16, Ipv4Address, u16), ConnHandle>,
+    by_tuple: HashMap<TupleKey, ConnHandle>,
+    /// The last entry of `by_tuple` a segment was dispatched by: a run of segments of one
+    /// connection skips the (SipHash) lookup. Cleared whenever `by_tuple` changes.
+    last_tuple: Option<(TupleKey, ConnHandle)>,
     accept_q: VecDeque<ConnHandle>,
     /// Live passive connections per local port (the per-listener limit).
     per_port: HashMap<u16, usize>,
@@ -133,6 +139,7 @@ impl<B: SegBuf> Endpoint<B> {
             conns: Vec::new(),
             free: Vec::new(),
             by_tuple: HashMap::new(),
+            last_tuple: None,
             accept_q: VecDeque::new(),
             ctl: VecDeque::new(),
             next_port: 49152,
@@ -180,6 +187,7 @@ impl<B: SegBuf> Endpoint<B> {
             generation: slot.generation,
         };
         self.by_tuple.insert(key, h);
+        self.last_tuple = None;
         h
     }
 
@@ -253,7 +261,11 @@ impl<B: SegBuf> Endpoint<B> {
         let key = (h.dst_port, src, h.src_port);
         let budget = self.cfg.max_ooo_segments_total;
         let held = self.ooo_held;
-        if let Some(&hd) = self.by_tuple.get(&key)
+        let found = match self.last_tuple {
+            Some((k, hd)) if k == key => Some(hd),
+            _ => self.by_tuple.get(&key).copied(),
+        };
+        if let Some(hd) = found
             && let Some(c) = self.conn_mut(hd)
             && !c.is_closed()
         {
@@ -262,6 +274,7 @@ impl<B: SegBuf> Endpoint<B> {
             c.handle_segment(now, Segment { header: h, buf });
             let after = c.ooo_segments();
             self.ooo_held = (held + after).saturating_sub(before);
+            self.last_tuple = Some((key, hd));
             return Dispatch::Conn(hd);
         }
         if self.listeners.contains(&h.dst_port) {
@@ -548,6 +561,7 @@ impl<B: SegBuf> Endpoint<B> {
         let key = (c.local().1, c.remote().0, c.remote().1);
         if self.by_tuple.get(&key) == Some(&h) {
             self.by_tuple.remove(&key);
+            self.last_tuple = None;
         }
         self.free.push(h.index);
         self.ooo_held = self.ooo_held.saturating_sub(c.ooo_segments());

@@ -202,12 +202,9 @@ impl Rack {
             self.last_rtt = Some(rtt);
         }
         // Step 2: an ACK for a retransmitted segment that echoes a TSval older than the
-        // retransmission, or comes sooner than min RTT, is for the original; skip it.
-        let for_original = self
-            .ack_echo_ms
-            .is_some_and(|e| (e.wrapping_sub(s.at.as_millis() as u32) as i32) < 0)
-            || self.min_rtt.get().is_some_and(|m| rtt < m);
-        if !(s.rtx && for_original) {
+        // retransmission, or comes sooner than min RTT, is for the original; skip it. (Asked
+        // of retransmitted segments only: the rest, nearly all, skip the division.)
+        if !(s.rtx && self.for_original(&s, rtt)) {
             if !s.rtx {
                 self.min_rtt.update(now, rtt, MIN_RTT_WINDOW);
             }
@@ -227,6 +224,15 @@ impl Rack {
         } else {
             self.fack = self.fack.max(s.end);
         }
+    }
+
+    /// RFC 8985 §6.2 step 2: whether the ACK delivering the retransmitted `s` (after `rtt`)
+    /// was for its original transmission: it echoes a TSval older than the retransmission,
+    /// or it came sooner than the minimum RTT.
+    fn for_original(&self, s: &Sent, rtt: Duration) -> bool {
+        self.ack_echo_ms
+            .is_some_and(|e| (e.wrapping_sub(s.at.as_millis() as u32) as i32) < 0)
+            || self.min_rtt.get().is_some_and(|m| rtt < m)
     }
 
     /// Process the deliveries of one ACK: cumulative up to `ack` and the SACK blocks `blocks`

@@ -418,6 +418,88 @@ fn stale_handles_never_reach_another_connection() {
     assert_eq!(ep.handles().len(), 2);
 }
 
+/// Segments of two connections interleaved reach each its own connection, and the tuple of
+/// a reaped connection reaches nothing, not the connection that took its slot (the endpoint
+/// remembers the last tuple it dispatched by).
+#[test]
+fn dispatch_follows_the_tuple_through_reaps() {
+    let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [5; 16]);
+    ep.listen(80);
+    let now = Instant::from_millis(1);
+    let open = |ep: &mut Endpoint<Vec<u8>>, port| {
+        let s = syn(port, 10);
+        let n = s.len();
+        let Dispatch::NewConn(h) = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) else {
+            panic!("no connection")
+        };
+        h
+    };
+    let a = open(&mut ep, 3000);
+    let b = open(&mut ep, 3001);
+    for (port, h) in [
+        (3000, a),
+        (3000, a),
+        (3001, b),
+        (3000, a),
+        (3001, b),
+        (3001, b),
+    ] {
+        let s = syn(port, 10);
+        let n = s.len();
+        assert_eq!(
+            ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
+            Dispatch::Conn(h)
+        );
+    }
+    // `a` was the last dispatched: abort it, and a new SYN on its tuple opens `a2`, which
+    // then gets the tuple's segments.
+    let s = syn(3000, 10);
+    let n = s.len();
+    assert_eq!(
+        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
+        Dispatch::Conn(a)
+    );
+    ep.conn_mut(a).unwrap().abort();
+    let mut buf = vec![0u8; 1600];
+    while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {}
+    let a2 = open(&mut ep, 3000);
+    for _ in 0..2 {
+        let s = syn(3000, 10);
+        let n = s.len();
+        assert_eq!(
+            ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
+            Dispatch::Conn(a2)
+        );
+    }
+    // Reap both: a new connection takes a slot of theirs.
+    ep.conn_mut(a2).unwrap().abort();
+    while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {}
+    assert!(ep.reap(a).is_some() && ep.reap(a2).is_some());
+    let c = open(&mut ep, 3002);
+    assert!(c.index() == a.index() || c.index() == a2.index());
+    // A bare ACK on the reaped tuple: answered with a reset by the endpoint, never `c`'s.
+    let h = Hdr {
+        src_port: 3000,
+        dst_port: 80,
+        seq: 11,
+        ack: Some(1),
+        ..Default::default()
+    };
+    let s = build_segment(&h, &[], false);
+    let n = s.len();
+    let d = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n);
+    assert!(
+        !matches!(d, Dispatch::Conn(_) | Dispatch::NewConn(_)),
+        "{d:?}"
+    );
+    let s = syn(3002, 10);
+    let n = s.len();
+    assert_eq!(
+        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
+        Dispatch::Conn(c)
+    );
+}
+
 fn seg(
     sport: u16,
     seq: u32,

@@ -127,8 +127,9 @@ pub(crate) fn emit_zero_copy(
     let Some(buf) = m.append(hdr + TCP_HDR_MAX) else {
         return Emitted::NoMbuf;
     };
-    let table = engine.mem().clone();
     let copy = engine.copy_payload();
+    // The table is needed for payload by reference only: copying, no `Arc` traffic per frame.
+    let table = (!copy).then(|| engine.mem().clone());
     let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
         *spare = Some(m);
         return Emitted::Nothing;
@@ -153,8 +154,10 @@ pub(crate) fn emit_zero_copy(
     m.trim(TCP_HDR_MAX - t.header_len);
     let total = hdr + t.header_len + plen;
     if plen > 0 {
-        let by_ref =
-            !copy && total >= MIN_FRAME_LEN && log.prepare_zero_copy(t.payload.start, plen, &table);
+        let by_ref = total >= MIN_FRAME_LEN
+            && table
+                .as_ref()
+                .is_some_and(|table| log.prepare_zero_copy(t.payload.start, plen, table));
         if by_ref {
             if log.attach(t.payload.start, plen, &mut m, pool).is_err() {
                 return Emitted::NoMbuf;

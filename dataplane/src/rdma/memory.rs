@@ -741,6 +741,12 @@ impl QpMemory {
     }
 
     /// The region behind `mr` as [`QpMemory::region`] resolves it, borrowed from the cache
+    /// (no reference count traffic per FPDU built).
+    pub fn region_ref(&mut self, mr: MrHandle) -> Option<&Arc<Region>> {
+        self.cached(mr)
+    }
+
+    /// The region behind `mr` as [`QpMemory::region`] resolves it, borrowed from the cache
     /// (no reference count traffic per placement).
     fn cached(&mut self, mr: MrHandle) -> Option<&Arc<Region>> {
         let hit = self

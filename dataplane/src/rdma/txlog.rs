@@ -85,12 +85,91 @@ impl Head {
     }
 }
 
-/// A payload range in a registered region.
-#[derive(Debug, Clone)]
+/// A payload range in a registered region (the region by its slot in [`Regions`]).
+#[derive(Debug, Clone, Copy)]
 struct Piece {
-    region: Arc<Region>,
+    slot: u32,
     offset: u64,
     len: u32,
+}
+
+/// The regions the log's records read from, each held once with the number of pieces naming
+/// it: one `Arc` per region rather than one per piece, so building an FPDU and dropping it
+/// once acknowledged costs no atomic reference count operation (two per FPDU on the sender's
+/// hottest path before). A region stays held while a piece names it, so a deregistration
+/// cannot pull the memory away (DESIGN.md §2.6).
+#[derive(Debug, Default)]
+struct Regions {
+    slots: Vec<Option<(Arc<Region>, u32)>>,
+    /// Slots free for reuse.
+    free: Vec<u32>,
+    /// Slot of each held region, by address (consulted when the region changes).
+    by_addr: rustc_hash::FxHashMap<usize, u32>,
+    /// The slot the last [`Regions::hold`] landed on (consecutive FPDUs read one region).
+    last: u32,
+}
+
+impl Regions {
+    /// One more piece names `r`: its slot.
+    fn hold(&mut self, r: &Arc<Region>) -> u32 {
+        if let Some(Some((held, n))) = self.slots.get_mut(self.last as usize)
+            && Arc::ptr_eq(held, r)
+        {
+            *n += 1;
+            return self.last;
+        }
+        let addr = Arc::as_ptr(r) as usize;
+        let slot = match self.by_addr.get(&addr) {
+            Some(&slot) => {
+                if let Some(Some((_, n))) = self.slots.get_mut(slot as usize) {
+                    *n += 1;
+                }
+                slot
+            }
+            None => {
+                let held = Some((r.clone(), 1));
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.slots[slot as usize] = held;
+                        slot
+                    }
+                    None => {
+                        self.slots.push(held);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                self.by_addr.insert(addr, slot);
+                slot
+            }
+        };
+        self.last = slot;
+        slot
+    }
+
+    /// A piece naming `slot` is gone: the region is let go with the last one.
+    fn release(&mut self, slot: u32) {
+        let Some(entry) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if let Some((r, n)) = entry {
+            *n -= 1;
+            if *n == 0 {
+                self.by_addr.remove(&(Arc::as_ptr(r) as usize));
+                *entry = None;
+                self.free.push(slot);
+            }
+        }
+    }
+
+    fn get(&self, slot: u32) -> Option<&Arc<Region>> {
+        self.slots.get(slot as usize)?.as_ref().map(|(r, _)| r)
+    }
+
+    /// Regions held (tests).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
 }
 
 /// One record: an MPA frame or one FPDU (the unit TCP never splits across segments).
@@ -133,13 +212,15 @@ impl Record {
         self.start + u64::from(self.len)
     }
 
-    /// The record's parts in order.
-    fn parts(&self) -> impl Iterator<Item = Part<'_>> {
+    /// The record's parts in order (its regions held in `regions`).
+    fn parts<'a>(&'a self, regions: &'a Regions) -> impl Iterator<Item = Part<'a>> {
         let head = std::iter::once(Part::Bytes(self.head.bytes()));
-        let pieces = self.pieces.iter().flatten().map(|p| Part::Region {
-            region: &p.region,
-            offset: p.offset,
-            len: p.len,
+        let pieces = self.pieces.iter().flatten().filter_map(|p| {
+            Some(Part::Region {
+                region: regions.get(p.slot)?,
+                offset: p.offset,
+                len: p.len,
+            })
         });
         let trailer = std::iter::once(Part::Bytes(
             self.trailer.get(..usize::from(self.tlen)).unwrap_or(&[]),
@@ -176,6 +257,8 @@ pub struct TxLog {
     /// [`LogMode::defer_crc`].
     defer_crc: bool,
     scratch: Vec<u8>,
+    /// The regions the records' pieces name.
+    regions: Regions,
     /// Records built with a region that was gone.
     pub region_gone: u64,
     /// Payload bytes transmitted by reference (external mbufs), retransmissions included.
@@ -304,6 +387,9 @@ impl TxLog {
         trailer[..tb.len()].copy_from_slice(tb);
         if gone {
             self.region_gone += 1;
+            for p in pieces.iter().flatten() {
+                self.regions.release(p.slot);
+            }
             // Keep the stream consistent: send the FPDU with zeros where the region was.
             let mut bytes = head[..head_len].to_vec();
             bytes.resize(head_len + seg.ulpdu_len() - hdr.len(), 0);
@@ -333,7 +419,7 @@ impl TxLog {
     /// region bytes are read for it) or only checked to exist. `true` with them when a
     /// region is gone or out of range (the pieces then feed zeros).
     fn gather_pieces(
-        &self,
+        &mut self,
         seg: &TxSegment,
         mem: &mut QpMemory,
         mut feed: Option<(&mut iwarp::mpa::GatherFpdu, &mut Csum)>,
@@ -341,8 +427,8 @@ impl TxLog {
         let mut pieces: [Option<Piece>; MAX_PIECES] = Default::default();
         let mut gone = false;
         for (slot, p) in pieces.iter_mut().zip(seg.pieces()) {
-            let region = mem.region(p.mr);
-            let ok = region.as_ref().is_some_and(|r| match feed.as_mut() {
+            let region = mem.region_ref(p.mr);
+            let ok = region.is_some_and(|r| match feed.as_mut() {
                 Some((g, csum)) => r.scan(p.offset, p.len as usize, |chunk| {
                     g.update(chunk);
                     if self.sums {
@@ -362,7 +448,7 @@ impl TxLog {
                 }
             }
             *slot = region.map(|region| Piece {
-                region,
+                slot: self.regions.hold(region),
                 offset: p.offset,
                 len: p.len,
             });
@@ -437,6 +523,9 @@ impl TxLog {
             if let Some(t) = r.token {
                 tokens.push(t);
             }
+            for p in r.pieces.iter().flatten() {
+                self.regions.release(p.slot);
+            }
             self.recs.pop_front();
             self.popped += 1;
         }
@@ -487,7 +576,7 @@ impl TxLog {
         while at < end {
             let Some(r) = self.recs.get(i) else { break };
             let mut p_start = r.start;
-            for p in r.parts() {
+            for p in r.parts(&self.regions) {
                 let p_end = p_start + p.len() as u64;
                 if p_end > at && p_start < end {
                     let from = (at - p_start) as usize;
@@ -538,12 +627,15 @@ impl TxLog {
             }
             for (piece, pin) in r.pieces.iter().zip(r.pins.iter_mut()) {
                 let Some(p) = piece else { continue };
+                let Some(region) = self.regions.get(p.slot) else {
+                    return false;
+                };
                 if pin.is_none() {
                     let e = match cache {
-                        Some((reg, e)) if Arc::ptr_eq(reg, &p.region) => e.clone(),
-                        _ => match table.ext_region(&p.region) {
+                        Some((reg, e)) if Arc::ptr_eq(reg, region) => e.clone(),
+                        _ => match table.ext_region(region) {
                             Some(e) => {
-                                *cache = Some((p.region.clone(), e.clone()));
+                                *cache = Some((region.clone(), e.clone()));
                                 e
                             }
                             None => return false,
@@ -581,14 +673,13 @@ impl TxLog {
             let mut p_start = r.start;
             let parts = std::iter::once((Part::Bytes(r.head.bytes()), None))
                 .chain(r.pieces.iter().zip(&r.pins).filter_map(|(p, pin)| {
-                    p.as_ref().map(|p| {
-                        let part = Part::Region {
-                            region: &p.region,
-                            offset: p.offset,
-                            len: p.len,
-                        };
-                        (part, pin.as_ref())
-                    })
+                    let p = p.as_ref()?;
+                    let part = Part::Region {
+                        region: self.regions.get(p.slot)?,
+                        offset: p.offset,
+                        len: p.len,
+                    };
+                    Some((part, pin.as_ref()))
                 }))
                 .chain(std::iter::once((
                     Part::Bytes(r.trailer.get(..usize::from(r.tlen)).unwrap_or(&[])),
@@ -1069,6 +1160,75 @@ mod tests {
         s.table.deregister(ClientId(1), s.lkey).unwrap();
         s.mem.release();
         assert_eq!(whole(&mut log), stream);
+    }
+
+    /// The log holds each region its records read once, with a count of the pieces naming
+    /// it, and lets it go with the last of them.
+    #[test]
+    fn regions_are_held_while_a_record_names_them() {
+        let mut s = setup(8192);
+        let region = s.mem.region(s.lkey).unwrap();
+        let outside = Arc::strong_count(&region);
+        let (mut log, lens) = build(&mut s, true, 1448, false);
+        assert_eq!(log.regions.held(), 1);
+        assert_eq!(Arc::strong_count(&region), outside + 1);
+        let mut tokens = Vec::new();
+        let mut acked = 0u64;
+        for l in &lens[..lens.len() - 1] {
+            acked += u64::from(*l);
+            log.ack(acked, &mut tokens);
+            assert_eq!(log.regions.held(), 1, "still named by the Send");
+        }
+        log.ack(log.end(), &mut tokens);
+        assert!(log.is_empty());
+        assert_eq!(log.regions.held(), 0);
+        assert_eq!(Arc::strong_count(&region), outside);
+    }
+
+    /// Two regions interleaved: each counted apart, a freed slot reused.
+    #[test]
+    fn region_slots_count_and_reuse() {
+        let s = setup(64);
+        let a = s.table.by_handle(s.lkey).unwrap();
+        let other = s
+            .table
+            .register(MrRequest {
+                owner: ClientId(1),
+                pd: PdId(1),
+                mem: HeapMemory::new(64),
+                offset: 0,
+                len: 64,
+                base_to: 0,
+                access: Access::LOCAL_READ,
+                remote_invalidate: false,
+            })
+            .unwrap();
+        let b = s.table.by_handle(other.lkey).unwrap();
+        let (na, nb) = (Arc::strong_count(&a), Arc::strong_count(&b));
+        let mut r = Regions::default();
+        let sa = r.hold(&a);
+        let sb = r.hold(&b);
+        assert_ne!(sa, sb);
+        assert_eq!(r.hold(&a), sa);
+        assert_eq!(r.hold(&b), sb);
+        assert_eq!(
+            (Arc::strong_count(&a), Arc::strong_count(&b)),
+            (na + 1, nb + 1)
+        );
+        r.release(sa);
+        assert_eq!(r.held(), 2);
+        r.release(sa);
+        assert_eq!(r.held(), 1);
+        assert_eq!(Arc::strong_count(&a), na);
+        assert!(r.get(sa).is_none());
+        assert!(Arc::ptr_eq(r.get(sb).unwrap(), &b));
+        // The freed slot serves the next region.
+        assert_eq!(r.hold(&a), sa);
+        r.release(sa);
+        r.release(sb);
+        r.release(sb);
+        assert_eq!(r.held(), 0);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (na, nb));
     }
 
     #[test]

@@ -199,6 +199,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 }
 
+/// Advance the offset field of the DDP header at the start of `hdr` by `by` octets: the TO
+/// of a tagged header, the MO of an untagged one (RFC 5041 §4.2, §4.3: every segment of a
+/// message carries the offset of its first payload octet, so the segments of one message
+/// differ in this field only, and in the L flag of the last). A header too short for its
+/// field is left alone.
+pub fn advance_offset(hdr: &mut [u8], by: u64) {
+    let Some(&ctrl) = hdr.first() else {
+        return;
+    };
+    if ctrl & FLAG_TAGGED != 0 {
+        if let Some(f) = hdr.get_mut(field::TO) {
+            let to = be64(f).wrapping_add(by);
+            f.copy_from_slice(&to.to_be_bytes());
+        }
+    } else if let Some(f) = hdr.get_mut(field::MO) {
+        let mo = be32(f).wrapping_add(by as u32);
+        f.copy_from_slice(&mo.to_be_bytes());
+    }
+}
+
 /// Buffer model part of a DDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DdpBuf {

@@ -268,6 +268,30 @@ impl Framer {
     }
 }
 
+impl Framer {
+    /// `count` gather-mode FPDUs of `ulpdu_len` octets each whose CRC the sender computes
+    /// later over its copy ([`seal_fpdu`]): their ULPDU_LENGTH prefix and their pad plus zero
+    /// CRC field (as [`GatherFpdu::trailer_deferred`]). Advances the stream position by their
+    /// wire length, as `count` calls of [`Framer::gather`] would.
+    pub fn gather_deferred(
+        &mut self,
+        ulpdu_len: u16,
+        count: u32,
+    ) -> Result<([u8; 2], Trailer), FrameError> {
+        if self.cfg.markers {
+            return Err(FrameError::MarkersOn);
+        }
+        let wire = self.fpdu_len(usize::from(ulpdu_len)) as u32;
+        self.pos = self.pos.wrapping_add(wire.wrapping_mul(count));
+        let pad = pad_len(usize::from(ulpdu_len));
+        let trailer = Trailer {
+            bytes: [0u8; 7],
+            len: (pad + CRC_LEN) as u8,
+        };
+        Ok((ulpdu_len.to_be_bytes(), trailer))
+    }
+}
+
 /// Write the CRC of a whole FPDU of a stream without markers (ULPDU_LENGTH, ULPDU, pad and
 /// the 4-octet CRC field, as [`GatherFpdu::trailer_deferred`] leaves it) into its CRC field:
 /// RFC 5044 §4.4 (the CRC covers every octet of the FPDU before the CRC field; markers are

@@ -27,5 +27,5 @@ pub use qp::{
 };
 pub use rtr::Rtr;
 pub use terminate::{TermLayout, TerminateHdr};
-pub use tx::{Piece, SqToken, TxSegment};
+pub use tx::{Piece, SqToken, TxRun, TxSegment};
 pub use wire::{Header, HeaderError, Opcode, RdmapPart};

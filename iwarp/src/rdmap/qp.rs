@@ -32,7 +32,7 @@ use crate::mpa::{Deframer, DeframerConfig, Framer, FramerConfig};
 use crate::rdmap::rtr::Rtr;
 use crate::rdmap::rx::RxState;
 use crate::rdmap::terminate::{TermLayout, TerminateHdr};
-use crate::rdmap::tx::{SqToken, TxMsg, TxSegment};
+use crate::rdmap::tx::{SqToken, TxMsg, TxRun, TxSegment};
 use crate::rdmap::wire::qn;
 use crate::stag::{MemoryTable, MrHandle, PdId, Placer, Stag};
 
@@ -554,6 +554,23 @@ impl Qp {
     #[must_use]
     pub fn poll_segment(&mut self, max_ulpdu: usize, mem: &mut dyn Memory) -> Option<TxSegment> {
         self.tx_next(max_ulpdu, mem)
+    }
+
+    /// Like [`Qp::poll_segment`], and then up to `max_count - 1` more segments of the same
+    /// message as one [`TxRun`]: full-sized segments from consecutive octets of one region
+    /// that differ from the first only in their offset field (the bulk of a large Write, Send
+    /// or Read Response; never the message's last segment). State advances as if all were
+    /// sent. `max_count <= 1` gives a run of one.
+    #[must_use]
+    pub fn poll_run(
+        &mut self,
+        max_ulpdu: usize,
+        max_count: u32,
+        mem: &mut dyn Memory,
+    ) -> Option<TxRun> {
+        let first = self.tx_next(max_ulpdu, mem)?;
+        let more = self.extend_run(&first, max_count.saturating_sub(1));
+        Some(TxRun::new(first, 1 + more))
     }
 
     /// Open a completion slot for a WR leaving the send queue.

@@ -72,6 +72,50 @@ impl TxSegment {
     }
 }
 
+/// Consecutive DDP segments of one message ([`Qp::poll_run`]): the first as a [`TxSegment`],
+/// then `count - 1` more that differ from it only in their offset field (TO or MO, advanced
+/// by `payload_len` octets each, [`crate::ddp::wire::advance_offset`]) and in their payload,
+/// the next `payload_len` octets of the same region. None of them is the message's last
+/// (RFC 5041 §5.2), so they complete nothing; `count == 1` is any single segment.
+#[derive(Debug, Clone)]
+pub struct TxRun {
+    first: TxSegment,
+    count: u32,
+}
+
+impl TxRun {
+    pub(crate) fn new(first: TxSegment, count: u32) -> TxRun {
+        TxRun { first, count }
+    }
+    /// The first segment.
+    pub fn first(&self) -> &TxSegment {
+        &self.first
+    }
+    /// The first segment, owned (for a run of one).
+    pub fn into_first(self) -> TxSegment {
+        self.first
+    }
+    /// Segments in the run.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+    /// Payload octets of each segment (the first segment's; all are equal in a run of more
+    /// than one).
+    pub fn payload_len(&self) -> u32 {
+        self.first.pieces().iter().map(|p| p.len).sum()
+    }
+    /// Segment `k` of the run (tests; a sender builds the segments from the first).
+    pub fn segment(&self, k: u32) -> TxSegment {
+        let mut seg = self.first.clone();
+        let by = u64::from(k) * u64::from(self.payload_len());
+        crate::ddp::wire::advance_offset(&mut seg.hdr[..seg.hdr_len], by);
+        if let Some(p) = seg.pieces.get_mut(0) {
+            p.offset += by;
+        }
+        seg
+    }
+}
+
 /// Where a message's payload comes from.
 #[derive(Debug, Clone)]
 enum Src {
@@ -463,6 +507,56 @@ impl Qp {
             }
         }
         Some(seg)
+    }
+
+    /// Extend the run that starts with segment `first` (just taken from the message in
+    /// progress, `cur_tx`) by up to `max_more` segments of the same length from the same
+    /// contiguous source range, stopping before the message's last segment; state advances as
+    /// if they were sent. Returns how many were added.
+    pub(crate) fn extend_run(&mut self, first: &TxSegment, max_more: u32) -> u32 {
+        if max_more == 0 || first.completion.is_some() || first.npieces != 1 {
+            return 0;
+        }
+        let Some(m) = self.cur_tx.as_mut() else {
+            // `first` was its message's last segment.
+            return 0;
+        };
+        let p = first.pieces[0];
+        let step = u64::from(p.len);
+        if step == 0 {
+            return 0;
+        }
+        // Whole segments that leave at least one octet for the last one.
+        let mut n = (m.total - m.sent).saturating_sub(1) / step;
+        match m.src {
+            Src::None => n = 0,
+            Src::Region { mr, offset } => {
+                if mr != p.mr || offset + m.sent != p.offset + step {
+                    n = 0;
+                }
+            }
+            Src::Sges => {
+                // Only within the scatter/gather element the first segment ended in.
+                let sges: &[Sge] = m.wr.as_ref().map(|w| w.sges.as_slice()).unwrap_or(&[]);
+                let mut skip = m.sent;
+                n = 0;
+                for s in sges {
+                    let len = u64::from(s.len);
+                    if skip >= len {
+                        skip -= len;
+                        continue;
+                    }
+                    if s.mr == p.mr && s.offset + skip == p.offset + step {
+                        n = (len - skip) / step;
+                    }
+                    break;
+                }
+                n = n.min((m.total - m.sent).saturating_sub(1) / step);
+            }
+        }
+        let n = n.min(u64::from(max_more)) as u32;
+        m.sent += u64::from(n) * step;
+        n
     }
 
     /// The last segment of `m` is out. Returns the token to wait for when the WR completes on

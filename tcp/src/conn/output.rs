@@ -15,6 +15,9 @@ struct Plan {
     syn: bool,
     fin: bool,
     retransmit: bool,
+    /// The first record boundary past `start` where the plan computed it (data plans), else
+    /// `u64::MAX`: PSH marks a segment that ends there, so it is not searched for again.
+    bound: u64,
 }
 
 impl<B: SegBuf> Connection<B> {
@@ -194,6 +197,7 @@ impl<B: SegBuf> Connection<B> {
                 syn: true,
                 fin: false,
                 retransmit: self.snd_max > 0,
+                bound: u64::MAX,
             });
         }
         if !matches!(
@@ -239,10 +243,8 @@ impl<B: SegBuf> Connection<B> {
             };
             match hole {
                 Some((s, e)) if cwnd_ok => {
-                    let end = e
-                        .min(s + emss.min(self.tx_limit))
-                        .min(self.next_boundary(s))
-                        .min(fin_at);
+                    let bound = self.next_boundary(s);
+                    let end = e.min(s + emss.min(self.tx_limit)).min(bound).min(fin_at);
                     if !self.sack_ok {
                         self.newreno_rtx = false;
                     }
@@ -262,6 +264,7 @@ impl<B: SegBuf> Connection<B> {
                             syn: false,
                             fin: false,
                             retransmit: true,
+                            bound,
                         });
                     }
                     if s == fin_at && self.fin_queued {
@@ -272,6 +275,7 @@ impl<B: SegBuf> Connection<B> {
                             syn: false,
                             fin: true,
                             retransmit: true,
+                            bound,
                         });
                     }
                 }
@@ -301,14 +305,14 @@ impl<B: SegBuf> Connection<B> {
         let room = cwnd_room.min(wnd_room).min(self.tx_limit);
         if self.snd_nxt < fin_at {
             let avail = fin_at - self.snd_nxt;
-            let end =
-                (self.snd_nxt + avail.min(emss).min(room)).min(self.next_boundary(self.snd_nxt));
+            let bound = self.next_boundary(self.snd_nxt);
+            let end = (self.snd_nxt + avail.min(emss).min(room)).min(bound);
             let len = end.saturating_sub(self.snd_nxt);
             if len > 0 {
                 // A segment as large as this poll can carry counts as full, even when the
                 // caller's buffer (60 + payload) is smaller than 60 + EMSS.
                 let cap = emss.min(self.tx_limit);
-                let full = len >= cap || end == self.next_boundary(self.snd_nxt) || end == fin_at;
+                let full = len >= cap || end == bound || end == fin_at;
                 let outstanding = self.snd_max > self.snd_una;
                 // RFC 9293 §3.7.4 Nagle; §3.8.6.2.1 sender SWS avoidance.
                 let nagle_ok = !self.cfg.nagle || len >= cap || !outstanding;
@@ -321,6 +325,7 @@ impl<B: SegBuf> Connection<B> {
                         syn: false,
                         fin,
                         retransmit: self.snd_nxt < self.snd_max,
+                        bound,
                     });
                 }
             }
@@ -333,6 +338,7 @@ impl<B: SegBuf> Connection<B> {
                 syn: false,
                 fin: true,
                 retransmit: self.snd_max > fin_at,
+                bound: u64::MAX,
             });
         }
         None
@@ -412,10 +418,8 @@ impl<B: SegBuf> Connection<B> {
     fn resend_plan(&self, s: u64, e: u64) -> Option<Plan> {
         let fin_at = self.app_end;
         let emss = u64::from(self.emss());
-        let end = e
-            .min(s + emss.min(self.tx_limit))
-            .min(self.next_boundary(s))
-            .min(fin_at);
+        let bound = self.next_boundary(s);
+        let end = e.min(s + emss.min(self.tx_limit)).min(bound).min(fin_at);
         let fin = self.fin_queued && e > fin_at && end == fin_at;
         if end > s || (fin && s == fin_at) {
             Some(Plan {
@@ -424,6 +428,7 @@ impl<B: SegBuf> Connection<B> {
                 syn: false,
                 fin,
                 retransmit: true,
+                bound,
             })
         } else {
             None
@@ -438,9 +443,10 @@ impl<B: SegBuf> Connection<B> {
         let fin_at = self.app_end;
         let wnd_edge = self.snd_una + self.snd_wnd;
         let p = if self.snd_nxt < fin_at && wnd_edge > self.snd_nxt {
+            let bound = self.next_boundary(self.snd_nxt);
             let end = (self.snd_nxt + emss.min(self.tx_limit))
                 .min(wnd_edge)
-                .min(self.next_boundary(self.snd_nxt))
+                .min(bound)
                 .min(fin_at);
             Plan {
                 start: self.snd_nxt,
@@ -448,6 +454,7 @@ impl<B: SegBuf> Connection<B> {
                 syn: false,
                 fin: self.fin_queued && end == fin_at,
                 retransmit: false,
+                bound,
             }
         } else if self.fin_queued && self.snd_nxt == fin_at && self.snd_max <= fin_at {
             Plan {
@@ -456,6 +463,7 @@ impl<B: SegBuf> Connection<B> {
                 syn: false,
                 fin: true,
                 retransmit: false,
+                bound: u64::MAX,
             }
         } else {
             let (s, e) = self.rack.last_undelivered()?;
@@ -492,7 +500,8 @@ impl<B: SegBuf> Connection<B> {
             }
         }
         h.fin = p.fin;
-        h.psh = p.end > p.start && (p.end == self.app_end || p.end == self.next_boundary(p.start));
+        // PSH on the last segment of a record or of the data queued (RFC 9293 §3.9.1.2).
+        h.psh = p.end > p.start && (p.end == self.app_end || p.end == p.bound);
         let seq_end = p.end + u64::from(p.syn) + u64::from(p.fin);
         if p.retransmit {
             if p.end > p.start {

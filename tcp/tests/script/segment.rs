@@ -3,6 +3,7 @@
 use super::{LOCAL, REMOTE};
 
 /// A segment description for the builder.
+#[derive(Default)]
 pub struct Hdr {
     pub src_port: u16,
     pub dst_port: u16,
