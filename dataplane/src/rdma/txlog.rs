@@ -931,7 +931,7 @@ impl TxLog {
     /// bytes from stream offset `off`: over `dst` itself for a record it holds whole (the
     /// usual case: TCP sends whole FPDUs), else over the record rebuilt aside (a tail-loss
     /// probe or a retransmission from the middle of a record).
-    fn seal(&self, off: u64, dst: &mut [u8]) {
+    pub fn seal(&self, off: u64, dst: &mut [u8]) {
         let end = off + dst.len() as u64;
         let Some(mut i) = self.find(off) else {
             return;
@@ -1003,8 +1003,10 @@ fn copy_part(p: Part<'_>, d: &mut [u8]) {
     }
 }
 
-impl SendSource for TxLog {
-    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+impl TxLog {
+    /// [`SendSource::read`] without the deferred CRCs ([`LogMode::defer_crc`]): the caller
+    /// fills them in with [`TxLog::seal`] over the same bytes before they leave.
+    pub fn read_unsealed(&self, stream_offset: u64, dst: &mut [u8]) {
         let mut w = 0;
         let done = self.for_each_part(stream_offset, dst.len(), |p| {
             let n = p.len();
@@ -1015,13 +1017,18 @@ impl SendSource for TxLog {
             w += n;
             true
         });
-        if self.defer_crc
-            && let Some(copied) = dst.get_mut(..done)
-        {
-            self.seal(stream_offset, copied);
-        }
         if let Some(rest) = dst.get_mut(done..) {
             rest.fill(0);
+        }
+    }
+}
+
+impl SendSource for TxLog {
+    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+        self.read_unsealed(stream_offset, dst);
+        if self.defer_crc {
+            // Past the log's end `dst` holds zeros, which no record's CRC field covers.
+            self.seal(stream_offset, dst);
         }
     }
 
