@@ -125,6 +125,15 @@ fn bytes_placed(report: &str) -> Vec<(String, u64)> {
     out
 }
 
+/// Every `key = value` of an engine report.
+fn counters(report: &str, key: &str) -> Vec<u64> {
+    let prefix = format!("{key} = ");
+    report
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+        .collect()
+}
+
 /// Whether the engine placed exactly `n` bytes on one QP. Once the data QP is destroyed its
 /// section is gone and it is summed, with the client's other QPs, into `[client.N]` (or into
 /// `[freed_clients]` once the client has left); the other QPs' share is the connection
@@ -168,6 +177,14 @@ fn write_bw_and_write_lat_over_memif() {
         "bytes_placed {:?}:\n{s}",
         bytes_placed(&s)
     );
+    // Every frame the client built (payload copied, its CRCs and TCP checksum filled in
+    // after each batch) arrived with a right checksum and right CRCs: the report lists only
+    // the counters that are not zero.
+    assert!(!counters(&s, "segs_in").is_empty(), "no TCP counters:\n{s}");
+    for key in ["bad_checksum", "crc_errors"] {
+        let v = counters(&s, key);
+        assert!(v.iter().all(|&n| n == 0), "{key} {v:?}:\n{s}");
+    }
 
     let (c, s) = pair(
         &dir.0,
