@@ -177,7 +177,14 @@ fn spawn_client(
     let (svc, stop2) = (svc.clone(), stop.clone());
     let h = std::thread::Builder::new()
         .name("ctl-client".into())
-        .spawn(move || serve_client(sock, &svc, &stop2))?;
+        .spawn(move || {
+            // Its 100 ms poll timeouts wake it at a scheduler tick, not with an interrupt of
+            // their own on a core where an application spins (`dataplane::pump::PARK_SLACK`;
+            // an embedded engine's client threads are started by the application's thread,
+            // whose slack they would inherit).
+            let _ = dataplane::pump::set_timer_slack(dataplane::pump::PARK_SLACK);
+            serve_client(sock, &svc, &stop2)
+        })?;
     let mut t = threads.lock().unwrap_or_else(|p| p.into_inner());
     t.retain(|h| !h.is_finished());
     t.push(h);

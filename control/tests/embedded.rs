@@ -21,6 +21,36 @@ fn call(sock: &shm::SeqPacket, id: u32, req: &Request) -> Response {
     }
 }
 
+/// Whether a thread name is one of the engine's: its first thread, the control threads, a
+/// dataplane thread (`dpN`).
+fn is_engine_thread(name: &str) -> bool {
+    let dataplane = name
+        .strip_prefix("dp")
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    name == "iwarpd-embedded" || name.starts_with("ctl-") || dataplane
+}
+
+/// `(name, timer slack in ns)` of this process's threads named like the engine's.
+fn engine_threads_slack() -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let name = comm.trim();
+        if !is_engine_thread(name) {
+            continue;
+        }
+        // `/proc/PID/timerslack_ns` serves any thread id.
+        let slack = std::fs::read_to_string(
+            std::path::Path::new("/proc")
+                .join(t.file_name())
+                .join("timerslack_ns"),
+        )
+        .unwrap();
+        out.push((name.to_owned(), slack.trim().parse().unwrap()));
+    }
+    out
+}
+
 #[test]
 fn embedded_engine_serves_a_client_and_stops() {
     if !root_or_skip("embedded_engine_serves_a_client_and_stops") {
@@ -57,6 +87,17 @@ fn embedded_engine_serves_a_client_and_stops() {
         panic!()
     };
     assert!(engine.stats().contains("clients = 1"), "{}", engine.stats());
+    // The engine's threads (its control loop, the client's thread, the dataplane thread) wake
+    // from their timeouts at a scheduler tick: 4 ms of timer slack; the application's own
+    // thread keeps its default.
+    let slack = engine_threads_slack();
+    for name in ["iwarpd-embedded", "ctl-events", "ctl-client", "dp0"] {
+        assert!(
+            slack.iter().any(|(n, ns)| n == name && *ns == 4_000_000),
+            "{name}: {slack:?}"
+        );
+    }
+    assert!(slack.iter().all(|(_, ns)| *ns == 4_000_000), "{slack:?}");
     // Embedded mode binds no control socket: the application's process is the daemon.
     assert!(!dir.path("never-bound.sock").exists());
     drop(sock);
