@@ -411,10 +411,10 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
     fold(acc).swap_bytes()
 }
 
-/// [`ones_complement_sum`] of a TCP header (whole 32-bit words, at most 60 bytes) as plain
+/// [`ones_complement_sum`] of a TCP or IPv4 header (whole 32-bit words, at most 60 bytes) as plain
 /// 32-bit adds: the same value (RFC 1071 §2(A): the sum is the same over any word size, once
 /// folded), without the run-time dispatch and vector setup that pay off on payloads only.
-fn header_sum(h: &[u8]) -> u16 {
+pub(crate) fn header_sum(h: &[u8]) -> u16 {
     fold(
         h.chunks_exact(4)
             .map(|w| u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]])))
