@@ -125,6 +125,15 @@ fn bytes_placed(report: &str) -> Vec<(String, u64)> {
     out
 }
 
+/// Every `key = value` of an engine report.
+fn counters(report: &str, key: &str) -> Vec<u64> {
+    let prefix = format!("{key} = ");
+    report
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+        .collect()
+}
+
 /// Whether the engine placed exactly `n` bytes on one QP. Once the data QP is destroyed its
 /// section is gone and it is summed, with the client's other QPs, into `[client.N]` (or into
 /// `[freed_clients]` once the client has left); the other QPs' share is the connection
@@ -168,6 +177,14 @@ fn write_bw_and_write_lat_over_memif() {
         "bytes_placed {:?}:\n{s}",
         bytes_placed(&s)
     );
+    // Every frame the client built (payload copied, its CRCs and TCP checksum filled in
+    // after each batch) arrived with a right checksum and right CRCs: the report lists only
+    // the counters that are not zero.
+    assert!(!counters(&s, "segs_in").is_empty(), "no TCP counters:\n{s}");
+    for key in ["bad_checksum", "crc_errors"] {
+        let v = counters(&s, key);
+        assert!(v.iter().all(|&n| n == 0), "{key} {v:?}:\n{s}");
+    }
 
     let (c, s) = pair(
         &dir.0,
@@ -187,6 +204,81 @@ fn write_bw_and_write_lat_over_memif() {
         "bytes_placed {:?}:\n{s}",
         bytes_placed(&s)
     );
+}
+
+/// `--outliers FILE --outlier_us 0`: every sample is above the threshold, so each side
+/// appends a header and one line per sample, in order, each bounded by TSC readings that
+/// chain the samples end to start within the run's first and last readings. With `--mlock`,
+/// which reports the locked memory.
+#[test]
+fn outliers_file_lists_the_slow_samples_with_their_tsc_bounds() {
+    if !is_root() {
+        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Dir(std::env::temp_dir().join(format!("iwperf-outl-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("outliers.txt");
+    let (c, _s) = pair(
+        &dir.0,
+        "write_lat",
+        &[
+            "-s",
+            "2",
+            "-n",
+            "2000",
+            "--outliers",
+            file.to_str().unwrap(),
+            "--outlier_us",
+            "0",
+            "--mlock",
+        ],
+    );
+    let r = row(&c, " #bytes #iterations    t_min[usec]");
+    assert_eq!((r[0], r[1]), (2.0, 2000.0), "{c}");
+    // `--mlock`: the kernel reports locked mappings.
+    let locked = c
+        .lines()
+        .find_map(|l| l.split("VmLck: ").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(locked.is_some_and(|kb| kb > 0), "no locked memory: {c}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let blocks: Vec<&str> = text.split('#').filter(|b| !b.is_empty()).collect();
+    assert_eq!(blocks.len(), 2, "one block per side:\n{text}");
+    for b in blocks {
+        let mut lines = b.lines();
+        let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let field = |k: &str| -> f64 {
+            let i = head
+                .iter()
+                .position(|h| *h == k)
+                .unwrap_or_else(|| panic!("{k}: {head:?}"));
+            head[i + 1].parse().unwrap()
+        };
+        assert_eq!(
+            (field("size"), field("samples"), field("threshold_ns")),
+            (2.0, 1999.0, 0.0)
+        );
+        let hz = field("tsc_hz");
+        assert!((1e8..1e11).contains(&hz), "TSC rate {hz}");
+        let (first, last) = (field("tsc_first") as u64, field("tsc_last") as u64);
+        let rows: Vec<[u64; 4]> = lines
+            .map(|l| {
+                let v: Vec<u64> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+                [v[0], v[1], v[2], v[3]]
+            })
+            .collect();
+        assert_eq!(rows.len(), 1999, "every sample is above 0 ns");
+        for (i, w) in rows.iter().enumerate() {
+            assert_eq!(w[0], i as u64, "index");
+            assert!(first <= w[1] && w[1] < w[2] && w[2] <= last, "bounds {w:?}");
+            assert!(w[3] > 0);
+        }
+        assert_eq!((rows[0][1], rows[1998][2]), (first, last));
+        assert!(rows.windows(2).all(|p| p[0][2] == p[1][1]), "samples chain");
+    }
 }
 
 /// The dataplane loop handed back and forth mid-traffic between the application thread

@@ -48,6 +48,13 @@ pub fn start(cfg: Config) -> Result<Embedded> {
     let thread = std::thread::Builder::new()
         .name("iwarpd-embedded".into())
         .spawn(move || {
+            // Every thread of the engine (control loop, control clients, dataplane threads)
+            // inherits this thread's timer slack: their periodic wake-ups are served by the
+            // scheduler tick's interrupt instead of interrupts of their own on the cores where
+            // applications spin (`dataplane::pump::PARK_SLACK`).
+            if let Err(e) = dataplane::pump::set_timer_slack(dataplane::pump::PARK_SLACK) {
+                tracing::debug!("engine threads keep the default timer slack: {e}");
+            }
             let opts = RunOptions {
                 embedded: Some(Box::new(move |srv, pumps| {
                     let _ = tx.send((srv, pumps));

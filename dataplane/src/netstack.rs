@@ -139,6 +139,9 @@ pub struct Netstack {
     /// `neighbor_learned` of the iface when `wait_neighbor` was last released.
     learned_seen: u64,
     spare: Option<Mbuf>,
+    /// Frames of the current [`Netstack::emit_rdma`] batch still to be finished (kept for its
+    /// allocation).
+    unsealed: Vec<(usize, crate::rdma::glue::Unsealed)>,
     mtu: usize,
     send_pending: u32,
     send_started: Option<Instant>,
@@ -206,6 +209,7 @@ impl Netstack {
             held: Vec::new(),
             learned_seen: 0,
             spare: None,
+            unsealed: Vec::new(),
             mtu,
             send_pending,
             send_started: None,
@@ -520,24 +524,13 @@ impl Netstack {
             .rdma
             .as_ref()
             .is_some_and(|e| e.zero_copy() && e.owns(h));
+        if zero_copy {
+            return self.emit_rdma(now, pool, tx, h);
+        }
         for _ in 0..TX_BUDGET {
             if tx.len() >= TX_QUEUE_LIMIT {
                 self.stats.tx_backpressure += 1;
                 return true;
-            }
-            if let Some(e) = self.rdma.as_mut().filter(|_| zero_copy) {
-                use crate::rdma::glue::{Emitted, emit_zero_copy};
-                let spare = &mut self.spare;
-                match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool, spare) {
-                    Emitted::Frame(m) => tx.push(m),
-                    Emitted::NoNeighbor => self.stats.tx_no_neighbor += 1,
-                    Emitted::NoMbuf => {
-                        self.stats.tx_no_mbuf += 1;
-                        return false;
-                    }
-                    Emitted::Nothing => return false,
-                }
-                continue;
             }
             let Some(mut m) = self.spare.take().or_else(|| pool.alloc()) else {
                 self.stats.tx_no_mbuf += 1;
@@ -585,6 +578,62 @@ impl Netstack {
             tx.push(m);
         }
         true
+    }
+
+    /// [`Netstack::emit`] for a connection whose frames the RDMA engine builds
+    /// ([`crate::rdma::glue::emit_zero_copy`]); frames whose payload was copied are finished
+    /// (CRCs, checksum) after the batch ([`crate::rdma::glue::finish_copy`]).
+    fn emit_rdma(
+        &mut self,
+        now: Instant,
+        pool: &Mempool,
+        tx: &mut Vec<Mbuf>,
+        h: ConnHandle,
+    ) -> bool {
+        use crate::rdma::glue::{Emitted, emit_zero_copy, finish_copy};
+        let mut unsealed = std::mem::take(&mut self.unsealed);
+        // As `emit`: true when the connection may have more to send (budget used up, or the
+        // TX queue full), false when it ran out of segments or mbufs.
+        let mut more = true;
+        for _ in 0..TX_BUDGET {
+            if tx.len() >= TX_QUEUE_LIMIT {
+                self.stats.tx_backpressure += 1;
+                break;
+            }
+            let Some(e) = self.rdma.as_mut() else {
+                more = false;
+                break;
+            };
+            let spare = &mut self.spare;
+            match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool, spare) {
+                Emitted::Frame(m, u) => {
+                    tx.push(m);
+                    if let Some(u) = u {
+                        unsealed.push((tx.len() - 1, u));
+                    }
+                }
+                Emitted::NoNeighbor => self.stats.tx_no_neighbor += 1,
+                Emitted::NoMbuf => {
+                    self.stats.tx_no_mbuf += 1;
+                    more = false;
+                    break;
+                }
+                Emitted::Nothing => {
+                    more = false;
+                    break;
+                }
+            }
+        }
+        if let Some(log) = self.rdma.as_mut().and_then(|e| e.log(h)) {
+            for (i, u) in unsealed.drain(..) {
+                if let Some(m) = tx.get_mut(i) {
+                    finish_copy(log, m, u);
+                }
+            }
+        }
+        unsealed.clear();
+        self.unsealed = unsealed;
+        more
     }
 
     /// Send an endpoint-level segment to `dst` if its next hop is known (else an ARP request

@@ -6,10 +6,12 @@
 //! (the queue, the connections and their mbufs move between threads only through the lock).
 //! The dataplane thread stays the fallback: while the application polled within the last
 //! [`APP_ACTIVE`], it is parked (not napping and polling: the application thread, pinned to
-//! the same core, has the core alone); it wakes when the application's last poll is
-//! [`APP_ACTIVE`] old, or at once when the application hands the loop back
-//! ([`Pump::release`]: before it blocks, e.g. on the control socket), and steps the loop as
-//! before, so timers, ACKs and connections progress when the application does not poll.
+//! the same core, has the core alone); it wakes to look after [`APP_ACTIVE`], then after
+//! twice as long each time the application still polls, up to [`PARK_MAX`] (plus the
+//! [`PARK_SLACK`] that lets a scheduler tick wake it), or at once when the application hands
+//! the loop back ([`Pump::release`]: before it blocks, e.g. on the control socket); once the
+//! application's last poll is [`APP_ACTIVE`] old it steps the loop as before, so timers,
+//! ACKs and connections progress when the application does not poll.
 //!
 //! An application thread that steps a loop is registered with DPDK on its first step (it
 //! gets an lcore id, hence mempool caches: without one, every mbuf allocated or freed by the
@@ -29,11 +31,26 @@ use crate::stats::SharedLcoreStats;
 use std::time::Duration;
 
 /// How long after the application's last poll the dataplane thread keeps off the loop. Also
-/// how often the parked dataplane thread wakes to look (and publishes the counters): each
-/// wake-up is a context switch on the application's core.
+/// its first park (then [`PARK_MAX`]): each wake-up, which also publishes the counters, is a
+/// context switch on the application's core.
 pub const APP_ACTIVE: Duration = Duration::from_millis(2);
 /// How often (in the dataplane thread's turns) it publishes the counters.
 const PUBLISH_EVERY: u64 = 1024;
+/// How late the parked dataplane thread may wake (its timer slack): one scheduler tick at
+/// `CONFIG_HZ=250`, so the kernel expires its park timeout inside a tick's timer interrupt
+/// instead of raising one of its own. On the 2-vCPU guest of BENCHMARKS.md a timer interrupt
+/// takes ~14 us from a spinning application, and the 2 ms wake-ups of both sides' parked
+/// threads were 70 % of `write_lat`'s samples above 8 us (issue #8, bar (b)). A release still
+/// wakes it at once; an application that stops polling without one waits up to
+/// [`APP_ACTIVE`] + this for the loop.
+pub const PARK_SLACK: Duration = Duration::from_millis(4);
+/// The longest park of the dataplane thread while the application keeps polling: each time
+/// it wakes to find the application still polling, it parks twice as long as before, from
+/// [`APP_ACTIVE`] up to this. Each wake-up is a context switch on the application's core,
+/// inside a tick's interrupt (~10 us more on that sample, which p99.9 of `write_lat` is
+/// made of on the guest of BENCHMARKS.md); a release still wakes it at once, and an
+/// application that stops polling without one waits up to this + [`PARK_SLACK`] for the loop.
+pub const PARK_MAX: Duration = Duration::from_millis(16);
 
 /// The calling thread's DPDK registration for stepping loops ([`Pump::poll`]).
 enum AppLcore {
@@ -153,9 +170,13 @@ impl Pump {
 /// step while the application is not polling, park while it is; until a stop is requested.
 pub fn run(lcore: Lcore, pump: &Pump, shared: &SharedLcoreStats) -> LcoreReport {
     let idle_yield = lcore.idle_yield();
+    if let Err(e) = set_timer_slack(PARK_SLACK) {
+        tracing::debug!("dataplane thread keeps the default timer slack: {e}");
+    }
     *pump.lcore.lock().unwrap_or_else(|e| e.into_inner()) = Some(lcore);
     let _ = pump.thread.set(std::thread::current());
     let mut turns = 0u64;
+    let mut parks = ParkBackoff::default();
     while !signal::stop_requested() {
         turns += 1;
         if let Some(left) = pump.app_left() {
@@ -164,10 +185,11 @@ pub fn run(lcore: Lcore, pump: &Pump, shared: &SharedLcoreStats) -> LcoreReport 
             {
                 l.publish(shared);
             }
-            // Woken early by `release`; a stop is seen within APP_ACTIVE.
-            std::thread::park_timeout(left);
+            // Woken early by `release` (also on a stop).
+            std::thread::park_timeout(parks.next(left));
             continue;
         }
+        parks.reset();
         let idle = match pump.lcore.try_lock() {
             Ok(mut g) => {
                 let Some(l) = g.as_mut() else { break };
@@ -188,5 +210,121 @@ pub fn run(lcore: Lcore, pump: &Pump, shared: &SharedLcoreStats) -> LcoreReport 
     match l {
         Some(l) => l.finish(shared),
         None => LcoreReport::default(),
+    }
+}
+
+/// How long the dataplane thread parks while the application polls ([`PARK_MAX`]).
+#[derive(Debug, Default)]
+struct ParkBackoff {
+    /// Parks in a row that found the application still polling.
+    parks: u32,
+}
+
+impl ParkBackoff {
+    /// The next park, at least `left` (until the application counts as gone): the first one
+    /// lasts [`APP_ACTIVE`], each further one twice the one before, up to [`PARK_MAX`].
+    fn next(&mut self, left: Duration) -> Duration {
+        let d = APP_ACTIVE
+            .saturating_mul(1 << self.parks.min(16))
+            .min(PARK_MAX);
+        self.parks = self.parks.saturating_add(1);
+        d.max(left)
+    }
+
+    /// The application left (or handed the loop back): the next park starts short again.
+    fn reset(&mut self) {
+        self.parks = 0;
+    }
+}
+
+/// Set the calling thread's timer slack (`prctl(PR_SET_TIMERSLACK)`): how much later than
+/// asked the kernel may end its sleeps, so it can serve them from a timer interrupt that
+/// happens anyway (the scheduler tick).
+#[allow(unsafe_code)]
+pub fn set_timer_slack(slack: Duration) -> std::io::Result<()> {
+    let ns = libc::c_ulong::try_from(slack.as_nanos()).unwrap_or(libc::c_ulong::MAX);
+    // SAFETY: PR_SET_TIMERSLACK takes plain integers, reads no memory, and changes only the
+    // calling thread's timer slack.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns, 0, 0, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Lock the process's memory, present and future, into RAM (`mlockall(MCL_CURRENT |
+/// MCL_FUTURE)`), populating every mapping now and each new one when it is made: no page
+/// fault later on a latency path. Without it an embedded engine's first pass over a memif
+/// ring takes two page faults per message and side (the shared buffers are mapped but not
+/// yet touched in this process: ~2,000 faults in the first 2,000 `write_lat` iterations).
+/// Costs the memory of every mapping, thread stacks included; needs `CAP_IPC_LOCK` or a
+/// large enough `RLIMIT_MEMLOCK`.
+#[allow(unsafe_code)]
+pub fn lock_memory() -> std::io::Result<()> {
+    // SAFETY: mlockall takes flags only and reads no memory of ours.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The calling thread's timer slack as the kernel reports it (`/proc/TID/timerslack_ns`;
+    /// `/proc/thread-self` links to `PID/task/TID`).
+    fn timer_slack_ns() -> u64 {
+        let link = std::fs::read_link("/proc/thread-self").expect("procfs");
+        let tid = link.file_name().expect("PID/task/TID");
+        std::fs::read_to_string(
+            std::path::Path::new("/proc")
+                .join(tid)
+                .join("timerslack_ns"),
+        )
+        .expect("procfs")
+        .trim()
+        .parse()
+        .expect("a number")
+    }
+
+    #[test]
+    fn timer_slack_is_set_for_the_calling_thread_only() {
+        let before = timer_slack_ns();
+        let t = std::thread::spawn(|| {
+            set_timer_slack(PARK_SLACK).expect("prctl");
+            timer_slack_ns()
+        });
+        assert_eq!(t.join().unwrap(), 4_000_000);
+        assert_eq!(timer_slack_ns(), before);
+    }
+
+    #[test]
+    fn parks_double_while_the_application_polls_and_start_over_after_it_left() {
+        let mut b = ParkBackoff::default();
+        let ms = Duration::from_millis;
+        let got: Vec<Duration> = (0..6).map(|_| b.next(ms(1))).collect();
+        assert_eq!(got, [ms(2), ms(4), ms(8), ms(16), ms(16), ms(16)]);
+        assert_eq!(b.next(ms(30)), ms(30), "never shorter than the time left");
+        b.reset();
+        assert_eq!(b.next(Duration::ZERO), APP_ACTIVE);
+        for _ in 0..100 {
+            b.next(Duration::ZERO);
+        }
+        assert_eq!(b.next(Duration::ZERO), PARK_MAX);
+    }
+
+    /// What `control::embedded` relies on: threads started by a thread with the slack
+    /// (the engine's control, client and dataplane threads) have it too.
+    #[test]
+    fn threads_inherit_the_timer_slack_of_their_creator() {
+        let t = std::thread::spawn(|| {
+            set_timer_slack(PARK_SLACK).expect("prctl");
+            std::thread::spawn(timer_slack_ns).join().unwrap()
+        });
+        assert_eq!(t.join().unwrap(), 4_000_000);
     }
 }

@@ -52,8 +52,9 @@ fn init_logging() {
         .try_init();
 }
 
-fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
-    init_logging();
+/// Open the device (`-d`), lock the memory (`--mlock`), and set how this thread polls:
+/// `--pump` (pinned to the engine's core) and `--idle`.
+fn open_device(a: &PerfArgs) -> Result<verbs::Device> {
     // Run-to-completion: one thread per side does all the work (halves the latency; the
     // bandwidth tests are as fast or faster since the pumping thread has mempool caches,
     // BENCHMARKS.md §4).
@@ -61,9 +62,11 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     let pump_mode = a
         .pump
         .unwrap_or(if a.events { Pump::Off } else { Pump::On });
-    let client = a.server.is_some();
     let dev =
         verbs::Device::open_or_default(a.device.as_deref()).context("open the device (-d)")?;
+    if a.mlock {
+        dataplane::pump::lock_memory().context("--mlock")?;
+    }
     // Only an embedded engine can be driven (a daemon's runs on its own threads).
     let pump = pump_mode == Pump::On && dev.is_pumped();
     if pump {
@@ -78,6 +81,25 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     };
     bench::perf::rdma::set_idle_yield(idle == Idle::Yield);
     bench::perf::rdma::set_pump(pump_mode);
+    Ok(dev)
+}
+
+/// `VmLck` (the size of the locked mappings, reserved address space included) and `VmRSS`
+/// of this process (`/proc/self/status`), for `--mlock`.
+fn locked_memory() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("VmLck:") || l.starts_with("VmRSS:"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
+    init_logging();
+    let client = a.server.is_some();
+    let dev = open_device(a)?;
     let pd = dev.alloc_pd()?;
     let attrs = dev.attrs().clone();
     let sizes = if a.all {
@@ -137,6 +159,10 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
         events: a.events,
         page: DEF_PAGE_SIZE,
         cache_line: DEF_CACHE_LINE_SIZE,
+        outliers: a
+            .outliers
+            .clone()
+            .map(|p| (p, (a.outlier_us.max(0.0) * 1000.0) as u64)),
     };
     let mut side = Side::new(opts, dev.clone(), pd.clone())?;
     if !client {
@@ -169,6 +195,9 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     side.disconnect();
     comm.disconnect();
     let o = o?;
+    if a.mlock {
+        eprintln!("iwarp-perf: --mlock: {}", locked_memory());
+    }
     let mut rows: Vec<(Row, Option<f64>)> =
         o.rows.iter().copied().zip(o.cpu.iter().copied()).collect();
     if rows.is_empty()

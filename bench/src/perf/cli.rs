@@ -208,6 +208,20 @@ pub struct PerfArgs {
     /// effect with a daemon.
     #[arg(long = "pump", value_enum)]
     pub pump: Option<Pump>,
+    /// Ours: lock this process's memory into RAM before the test (`mlockall`, present and
+    /// future mappings: no page faults during the test, e.g. on the first pass over a memif
+    /// ring), and report the locked size (`VmLck`) on stderr at the end.
+    #[arg(long = "mlock")]
+    pub mlock: bool,
+    /// Ours, latency tests: append the samples above `--outlier_us` to FILE, each with the
+    /// TSC readings at its start and end (to lay beside a kernel trace on the `x86-tsc`
+    /// clock). The report is unchanged.
+    #[arg(long = "outliers", value_name = "FILE")]
+    pub outliers: Option<PathBuf>,
+    /// Ours: the threshold of `--outliers`, in the report's microseconds (half a round trip
+    /// for write_lat and send_lat).
+    #[arg(long = "outlier_us", default_value_t = 8.0)]
+    pub outlier_us: f64,
     /// Ours: also count this process's CPU time (the daemon in daemon mode) in CPU_Util.
     #[arg(long = "daemon_pid", value_name = "PID")]
     pub daemon_pid: Option<u32>,

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cpu;
 pub mod idle;
 pub mod json;
+pub mod outliers;
 pub mod params;
 pub mod plot;
 pub mod rdma;

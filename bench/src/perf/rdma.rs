@@ -6,6 +6,7 @@
 use super::cli::Pump;
 use super::cpu::CpuMeter;
 use super::idle;
+use super::outliers::{self, TscLog};
 use super::params::{Test, Verb, cq_moderation};
 use super::session::{Comm, Engine, Row};
 use super::stats;
@@ -292,6 +293,9 @@ pub struct Opts {
     pub page: u32,
     /// Cache line size.
     pub cache_line: u32,
+    /// `--outliers FILE` and `--outlier_us`: where to write the latency samples above the
+    /// threshold (ns), with their TSC bounds ([`outliers::TscLog`]).
+    pub outliers: Option<(std::path::PathBuf, u64)>,
 }
 
 struct DataQp {
@@ -651,7 +655,18 @@ impl Side {
         Ok(Row::Bw(r))
     }
 
-    fn lat_row(&self, size: u64, iters: u64, posted: &[u64]) -> Row {
+    /// The TSC log of a latency run, with `--outliers`.
+    fn tsc_log(&self) -> Option<TscLog> {
+        let (path, ns) = self.o.outliers.clone()?;
+        Some(TscLog::new(path, ns, self.o.iters))
+    }
+
+    fn lat_row(&self, size: u64, iters: u64, posted: &[u64], log: Option<&TscLog>) -> Row {
+        if let Some(l) = log
+            && let Err(e) = l.write(size, posted, self.o.test.rtt_factor())
+        {
+            eprintln!("iwarp-perf: cannot write the outliers: {e}");
+        }
         let samples: Vec<u64> = posted.windows(2).map(|w| w[1] - w[0]).collect();
         let n = iters;
         match self.o.duration {
@@ -682,7 +697,8 @@ impl Side {
         let end = self.deadline();
         let poll_off = self.o.qps as usize * self.buff + size as usize - 1;
         let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
-        let mut posted = Vec::with_capacity(self.o.iters as usize + 1);
+        let mut posted = outliers::prefaulted(self.o.iters);
+        let mut log = self.tsc_log();
         let mut b = [0u8; 1];
         let wait_until = |d: Option<Instant>| d.unwrap_or_else(|| Instant::now() + WAIT);
         'run: while scnt < iters || ccnt < iters || rcnt < iters {
@@ -713,6 +729,9 @@ impl Side {
             }
             if scnt < iters {
                 posted.push(now_ns());
+                if let Some(l) = log.as_mut() {
+                    l.stamp();
+                }
                 scnt += 1;
                 self.mr.write(size as usize - 1, &[scnt as u8])?;
                 let w = self
@@ -725,7 +744,7 @@ impl Side {
                 ccnt += 1;
             }
         }
-        Ok(self.lat_row(size, posted.len() as u64, &posted))
+        Ok(self.lat_row(size, posted.len() as u64, &posted, log.as_ref()))
     }
 
     /// `run_iter_lat_send`: ping-pong Sends; the server answers each one.
@@ -738,7 +757,8 @@ impl Side {
         };
         let end = self.deadline();
         let (mut scnt, mut rcnt) = (0u64, 0u64);
-        let mut posted = Vec::with_capacity(self.o.iters as usize + 1);
+        let mut posted = outliers::prefaulted(self.o.iters);
+        let mut log = self.tsc_log();
         while scnt < iters || rcnt < iters {
             if rcnt < iters && !(scnt < 1 && client) {
                 let dl = end.unwrap_or_else(|| Instant::now() + WAIT);
@@ -757,6 +777,9 @@ impl Side {
             }
             if scnt < iters {
                 posted.push(now_ns());
+                if let Some(l) = log.as_mut() {
+                    l.stamp();
+                }
                 scnt += 1;
                 let w = self
                     .wr(0, scnt, size as usize, 0, &Dest::default(), 0)?
@@ -765,7 +788,7 @@ impl Side {
                 wait_cq(&self.dev, &self.scq, Instant::now() + WAIT)?;
             }
         }
-        Ok(self.lat_row(size, posted.len() as u64, &posted))
+        Ok(self.lat_row(size, posted.len() as u64, &posted, log.as_ref()))
     }
 
     /// `run_iter_lat` for Reads and atomics: one operation at a time.
@@ -776,7 +799,8 @@ impl Side {
             self.o.iters
         };
         let end = self.deadline();
-        let mut posted = Vec::with_capacity(self.o.iters as usize + 1);
+        let mut posted = outliers::prefaulted(self.o.iters);
+        let mut log = self.tsc_log();
         let mut k = 0u64;
         while k < iters {
             if let Some(e) = end
@@ -785,13 +809,19 @@ impl Side {
                 break;
             }
             posted.push(now_ns());
+            if let Some(l) = log.as_mut() {
+                l.stamp();
+            }
             let w = self.wr(0, k, size as usize, 0, &remote[0], 0)?.signaled();
             self.data[0].qp.post_send(&w)?;
             wait_cq(&self.dev, &self.scq, Instant::now() + WAIT)?;
             k += 1;
         }
         posted.push(now_ns());
-        Ok(self.lat_row(size, k, &posted))
+        if let Some(l) = log.as_mut() {
+            l.stamp();
+        }
+        Ok(self.lat_row(size, k, &posted, log.as_ref()))
     }
 }
 

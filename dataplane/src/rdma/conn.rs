@@ -100,6 +100,9 @@ pub(crate) struct QpRun {
 /// Larger ones go by reference (zero-copy) and complete on the ACK (DESIGN.md §2.5).
 pub(crate) const INLINE_MAX: usize = 256;
 
+/// Most FPDUs logged as one run ([`TxLog::push_run`]).
+const MAX_RUN: u64 = 256;
+
 /// A responder without peer-to-peer mode waits for the initiator's first FPDU (RFC 5044
 /// §7.1.2) but not forever: applications that send first as responders (perftest's
 /// `ib_write_lat` server Writes first; siw<->siw tolerates it) would deadlock. After this
@@ -967,7 +970,8 @@ impl QpRun {
         }
         let emss = usize::from(c.emss());
         loop {
-            if c.send_capacity() < emss as u64 {
+            let room = c.send_capacity();
+            if room < emss as u64 {
                 self.stats.tx_sndbuf_full += 1;
                 return true;
             }
@@ -976,11 +980,23 @@ impl QpRun {
             } else {
                 max_ulpdu_len_any_pos(emss, false)
             };
-            let Some(seg) = self.qp.poll_segment(max, &mut self.mem) else {
+            // As many FPDUs as the send buffer takes now, as one run where the log can hold
+            // one (each FPDU is at most an EMSS).
+            let fit = if self.markers_tx || self.fault.is_some() || !log.defers_crc() {
+                1
+            } else {
+                (room / emss as u64).min(MAX_RUN) as u32
+            };
+            let Some(run) = self.qp.poll_run(max, fit, &mut self.mem) else {
                 self.stats.tx_dry += 1;
                 self.stats.tx_dry_wrs += self.qp.send_queue_len() as u64;
                 return false;
             };
+            if run.count() > 1 {
+                self.queue_run(&run, c, log);
+                continue;
+            }
+            let seg = run.into_first();
             if !seg.is_terminate()
                 && let Some(f) = self.fault.take()
             {
@@ -1018,6 +1034,28 @@ impl QpRun {
                 self.stats.terminate_sent(code);
             }
         }
+    }
+
+    /// Log and queue a run of FPDUs of one message ([`TxLog::push_run`]): each is a TCP record.
+    fn queue_run<B: SegBuf>(
+        &mut self,
+        run: &iwarp::rdmap::TxRun,
+        c: &mut Connection<B>,
+        log: &mut TxLog,
+    ) {
+        // A run never holds a message's last segment: the next one is no message start.
+        self.msg_fresh = false;
+        let (len, n, res) = log.push_run(&mut self.framer, run, &mut self.mem);
+        if let Err(e) = res {
+            tracing::warn!(qp = %self.num, ?e, "a region went away under a work request");
+        }
+        for _ in 0..n {
+            if let Err(e) = c.send_record(u64::from(len)) {
+                tracing::warn!(qp = %self.num, ?e, "FPDU not queued");
+            }
+        }
+        self.stats.fpdus_tx += u64::from(n);
+        self.stats.bytes_tx += u64::from(len) * u64::from(n);
     }
 
     /// Whether `seg` is a whole message of at most [`INLINE_MAX`] payload bytes that completes

@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use iwarp::mpa::{Framer, seal_fpdu};
-use iwarp::rdmap::{SqToken, TxSegment};
+use iwarp::rdmap::{SqToken, TxRun, TxSegment};
 use netcore::crc::Crc32c;
 use tcp::SendSource;
 use tcp::wire::{combine, ones_complement_sum};
@@ -189,13 +189,24 @@ struct Record {
     /// Zero-copy transmit: one pin per piece on its mapping's DPDK registration, made at the
     /// first transmission; dropped with the record (mbufs still in flight keep the memory).
     pins: [Option<ExtPin>; MAX_PIECES],
+    /// FPDUs in the record: 1, or a run ([`TxLog::push_run`]) of `run` FPDUs of `len / run`
+    /// octets each, FPDU `k` being the first with its DDP offset field advanced by `k * step`
+    /// and its one piece `k * step` octets further into the region.
+    run: u32,
+    /// Payload octets per FPDU of a run.
+    step: u32,
 }
+
+/// Longest inline part a run synthesizes: the ULPDU_LENGTH field and an untagged DDP header.
+const INLINE_CAP: usize = 2 + iwarp::ddp::wire::UNTAGGED_HDR_LEN;
 
 /// A part of the stream for zero-copy transmission: inline bytes or a region range.
 #[derive(Debug, Clone, Copy)]
 pub enum Part<'a> {
     /// Bytes owned by the log (headers, trailers, MPA frames).
     Bytes(&'a [u8]),
+    /// Bytes built for this read: the length field and header of an FPDU of a run.
+    Inline([u8; INLINE_CAP], u8),
     /// `len` bytes at `offset` of a registered region.
     Region {
         /// The region.
@@ -210,6 +221,47 @@ pub enum Part<'a> {
 impl Record {
     fn end(&self) -> u64 {
         self.start + u64::from(self.len)
+    }
+
+    /// Octets per FPDU.
+    fn fpdu_len(&self) -> u64 {
+        u64::from(self.len / self.run.max(1))
+    }
+
+    /// The parts of FPDU `k` of the record (0 for a record of one FPDU).
+    fn fpdu_parts<'a>(
+        &'a self,
+        k: u32,
+        regions: &'a Regions,
+    ) -> [Option<Part<'a>>; 2 + MAX_PIECES] {
+        let mut out = [None; 2 + MAX_PIECES];
+        if k == 0 {
+            for (o, p) in out.iter_mut().zip(self.parts(regions)) {
+                *o = Some(p);
+            }
+            return out;
+        }
+        let by = u64::from(k) * u64::from(self.step);
+        let head = self.head.bytes();
+        let mut inline = [0u8; INLINE_CAP];
+        let n = head.len().min(INLINE_CAP);
+        inline[..n].copy_from_slice(&head[..n]);
+        // The ULPDU_LENGTH field first, then the DDP header (RFC 5044 §4.1).
+        if let Some(ddp) = inline.get_mut(2..n) {
+            iwarp::ddp::wire::advance_offset(ddp, by);
+        }
+        let piece = self.pieces[0].and_then(|p| {
+            Some(Part::Region {
+                region: regions.get(p.slot)?,
+                offset: p.offset + by,
+                len: p.len,
+            })
+        });
+        let trailer = Part::Bytes(self.trailer.get(..usize::from(self.tlen)).unwrap_or(&[]));
+        out[0] = Some(Part::Inline(inline, n as u8));
+        out[1] = piece;
+        out[2] = Some(trailer);
+        out
     }
 
     /// The record's parts in order (its regions held in `regions`).
@@ -229,10 +281,31 @@ impl Record {
     }
 }
 
-impl Part<'_> {
+impl<'a> Part<'a> {
+    /// Octets `from..to` of the part.
+    fn clip(self, from: usize, to: usize) -> Part<'a> {
+        match self {
+            Part::Bytes(b) => Part::Bytes(b.get(from..to).unwrap_or(&[])),
+            Part::Inline(b, _) => {
+                let mut c = [0u8; INLINE_CAP];
+                let n = to.saturating_sub(from).min(INLINE_CAP);
+                if let Some(src) = b.get(from..from + n) {
+                    c[..n].copy_from_slice(src);
+                }
+                Part::Inline(c, n as u8)
+            }
+            Part::Region { region, offset, .. } => Part::Region {
+                region,
+                offset: offset + from as u64,
+                len: (to - from) as u32,
+            },
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Part::Bytes(b) => b.len(),
+            Part::Inline(_, n) => usize::from(*n),
             Part::Region { len, .. } => *len as usize,
         }
     }
@@ -296,6 +369,12 @@ impl TxLog {
         }
     }
 
+    /// Whether CRCs are computed at the copy ([`LogMode::defer_crc`]): runs of FPDUs are
+    /// logged as one record ([`TxLog::push_run`]).
+    pub fn defers_crc(&self) -> bool {
+        self.defer_crc
+    }
+
     /// Stream offset after the last logged byte.
     pub fn end(&self) -> u64 {
         self.end
@@ -339,6 +418,8 @@ impl TxLog {
             sum,
             crc_later: false,
             pins: Default::default(),
+            run: 1,
+            step: 0,
         })
     }
 
@@ -412,7 +493,92 @@ impl TxLog {
             sum: self.sums.then_some(csum.sum),
             crc_later,
             pins: Default::default(),
+            run: 1,
+            step: 0,
         }))
+    }
+
+    /// Log a run of FPDUs ([`Qp::poll_run`](iwarp::rdmap::Qp::poll_run)) as one record: the
+    /// first FPDU's length field and header, its region range, and the count; each FPDU's
+    /// header and range are derived from them when the stream is read ([`Record::fpdu_parts`]).
+    /// Building a record per FPDU was the sender's largest cost after the copies and CRCs.
+    /// Only with [`LogMode::defer_crc`] (the CRCs are computed at the copy, so the record
+    /// needs none); otherwise, or for a run this log cannot hold whole, each FPDU is logged on
+    /// its own. Returns the length of each FPDU (all are equal) and how many were logged, and
+    /// [`LogError::RegionGone`] when a region was gone (those FPDUs carry zeros).
+    pub fn push_run(
+        &mut self,
+        framer: &mut Framer,
+        run: &TxRun,
+        mem: &mut QpMemory,
+    ) -> (u32, u32, Result<(), LogError>) {
+        let seg = run.first();
+        let (count, step) = (run.count(), run.payload_len());
+        let head_len = 2 + seg.header().len();
+        let piece = seg.pieces().first().copied();
+        let region = piece.and_then(|p| {
+            let bytes = usize::try_from(u64::from(step) * u64::from(count)).ok()?;
+            mem.region_ref(p.mr).filter(|r| r.contains(p.offset, bytes))
+        });
+        let framed = match (
+            self.defer_crc && seg.pieces().len() == 1 && head_len <= INLINE_CAP,
+            region,
+        ) {
+            (true, Some(_)) => framer
+                .gather_deferred(u16::try_from(seg.ulpdu_len()).unwrap_or(u16::MAX), count)
+                .ok(),
+            _ => None,
+        };
+        let (Some((prefix, t)), Some(region), Some(p)) = (framed, region, piece) else {
+            return self.push_each(framer, run, mem);
+        };
+        let mut head = [0u8; HEAD_CAP];
+        head[..2].copy_from_slice(&prefix);
+        head[2..head_len].copy_from_slice(seg.header());
+        let tb = t.as_slice();
+        let mut trailer = [0u8; 7];
+        trailer[..tb.len()].copy_from_slice(tb);
+        let fpdu_len = (head_len + step as usize + tb.len()) as u32;
+        let slot = self.regions.hold(region);
+        let mut pieces: [Option<Piece>; MAX_PIECES] = Default::default();
+        pieces[0] = Some(Piece {
+            slot,
+            offset: p.offset,
+            len: step,
+        });
+        self.push(Record {
+            start: 0,
+            len: fpdu_len * count,
+            head: Head::Fixed(head, head_len as u8),
+            pieces,
+            trailer,
+            tlen: tb.len() as u8,
+            token: None,
+            sum: None,
+            crc_later: framer.config().crc,
+            pins: Default::default(),
+            run: count,
+            step,
+        });
+        (fpdu_len, count, Ok(()))
+    }
+
+    /// Log the FPDUs of `run` one by one (as [`TxLog::push_gather`] does).
+    fn push_each(
+        &mut self,
+        framer: &mut Framer,
+        run: &TxRun,
+        mem: &mut QpMemory,
+    ) -> (u32, u32, Result<(), LogError>) {
+        let (mut len, mut res) = (0, Ok(()));
+        for k in 0..run.count() {
+            let before = self.end;
+            if let Err(e) = self.push_gather(framer, &run.segment(k), mem) {
+                res = Err(e);
+            }
+            len = (self.end - before) as u32;
+        }
+        (len, run.count(), res)
     }
 
     /// The payload pieces of `seg`, each feeding the CRC and sum of `feed` (when given: the
@@ -575,26 +741,25 @@ impl TxLog {
         let end = off + len as u64;
         while at < end {
             let Some(r) = self.recs.get(i) else { break };
-            let mut p_start = r.start;
-            for p in r.parts(&self.regions) {
-                let p_end = p_start + p.len() as u64;
-                if p_end > at && p_start < end {
-                    let from = (at - p_start) as usize;
-                    let to = (end.min(p_end) - p_start) as usize;
-                    let clipped = match p {
-                        Part::Bytes(b) => Part::Bytes(b.get(from..to).unwrap_or(&[])),
-                        Part::Region { region, offset, .. } => Part::Region {
-                            region,
-                            offset: offset + from as u64,
-                            len: (to - from) as u32,
-                        },
-                    };
-                    if !f(clipped) {
-                        return (at - off) as usize;
-                    }
-                    at = p_start + to as u64;
+            // The FPDU of a run holding `at` (a record of one FPDU: 0).
+            let first = ((at.max(r.start) - r.start) / r.fpdu_len().max(1)) as u32;
+            for k in first..r.run {
+                let mut p_start = r.start + u64::from(k) * r.fpdu_len();
+                if p_start >= end {
+                    break;
                 }
-                p_start = p_end;
+                for p in r.fpdu_parts(k, &self.regions).into_iter().flatten() {
+                    let p_end = p_start + p.len() as u64;
+                    if p_end > at && p_start < end {
+                        let from = (at - p_start) as usize;
+                        let to = (end.min(p_end) - p_start) as usize;
+                        if !f(p.clip(from, to)) {
+                            return (at - off) as usize;
+                        }
+                        at = p_start + to as u64;
+                    }
+                    p_start = p_end;
+                }
             }
             i += 1;
         }
@@ -624,6 +789,10 @@ impl TxLog {
         for r in self.recs.range_mut(first..) {
             if r.start >= end {
                 break;
+            }
+            if r.run > 1 {
+                // Runs are built for copying devices only ([`TxLog::push_run`]).
+                return false;
             }
             for (piece, pin) in r.pieces.iter().zip(r.pins.iter_mut()) {
                 let Some(p) = piece else { continue };
@@ -670,6 +839,10 @@ impl TxLog {
             if at >= end {
                 break;
             }
+            if r.run > 1 {
+                // Runs are built for copying devices only ([`TxLog::push_run`]).
+                return Err(AttachFail::Range);
+            }
             let mut p_start = r.start;
             let parts = std::iter::once((Part::Bytes(r.head.bytes()), None))
                 .chain(r.pieces.iter().zip(&r.pins).filter_map(|(p, pin)| {
@@ -695,6 +868,8 @@ impl TxLog {
                             let b = b.get(from..to).unwrap_or(&[]);
                             put_bytes(head, &mut tail, ext_seen, b, pool)?;
                         }
+                        // Runs are built for copying devices only ([`TxLog::push_run`]).
+                        Part::Inline(..) => return Err(AttachFail::Range),
                         Part::Region { region, offset, .. } => {
                             let pin = pin.ok_or(AttachFail::Range)?;
                             if let Some(t) = tail.take() {
@@ -756,7 +931,7 @@ impl TxLog {
     /// bytes from stream offset `off`: over `dst` itself for a record it holds whole (the
     /// usual case: TCP sends whole FPDUs), else over the record rebuilt aside (a tail-loss
     /// probe or a retransmission from the middle of a record).
-    fn seal(&self, off: u64, dst: &mut [u8]) {
+    pub fn seal(&self, off: u64, dst: &mut [u8]) {
         let end = off + dst.len() as u64;
         let Some(mut i) = self.find(off) else {
             return;
@@ -765,36 +940,54 @@ impl TxLog {
             && r.start < end
         {
             i += 1;
-            let crc_at = r.end().saturating_sub(iwarp::mpa::CRC_LEN as u64);
-            if !r.crc_later || r.end() <= off || crc_at >= end {
+            if !r.crc_later || r.end() <= off {
                 continue;
             }
-            if r.start >= off && r.end() <= end {
-                let (a, b) = ((r.start - off) as usize, (r.end() - off) as usize);
-                if let Some(fpdu) = dst.get_mut(a..b) {
-                    seal_fpdu(fpdu);
+            let fl = r.fpdu_len().max(1);
+            let first = (off.max(r.start) - r.start) / fl;
+            for k in first..u64::from(r.run) {
+                let fs = r.start + k * fl;
+                if fs >= end {
+                    break;
                 }
-                continue;
+                self.seal_one(fs, fs + fl, off, dst);
             }
-            let mut whole = vec![0u8; r.len as usize];
-            let mut w = 0;
-            self.for_each_part(r.start, whole.len(), |p| {
-                let n = p.len();
-                if let Some(d) = whole.get_mut(w..w + n) {
-                    copy_part(p, d);
-                }
-                w += n;
-                true
-            });
-            seal_fpdu(&mut whole);
-            // The part of the CRC field inside dst.
-            let (from, to) = (crc_at.max(off), r.end().min(end));
-            if let (Some(d), Some(c)) = (
-                dst.get_mut((from - off) as usize..(to - off) as usize),
-                whole.get((from - r.start) as usize..(to - r.start) as usize),
-            ) {
-                d.copy_from_slice(c);
+        }
+    }
+
+    /// Fill the CRC field of the FPDU at stream range `[fs, fe)` where it falls in `dst` (the
+    /// log's bytes from `off`): over `dst` when the FPDU is whole in it, else over the FPDU
+    /// rebuilt aside.
+    fn seal_one(&self, fs: u64, fe: u64, off: u64, dst: &mut [u8]) {
+        let end = off + dst.len() as u64;
+        let crc_at = fe.saturating_sub(iwarp::mpa::CRC_LEN as u64);
+        if fe <= off || crc_at >= end {
+            return;
+        }
+        if fs >= off && fe <= end {
+            if let Some(fpdu) = dst.get_mut((fs - off) as usize..(fe - off) as usize) {
+                seal_fpdu(fpdu);
             }
+            return;
+        }
+        let mut whole = vec![0u8; (fe - fs) as usize];
+        let mut w = 0;
+        self.for_each_part(fs, whole.len(), |p| {
+            let n = p.len();
+            if let Some(d) = whole.get_mut(w..w + n) {
+                copy_part(p, d);
+            }
+            w += n;
+            true
+        });
+        seal_fpdu(&mut whole);
+        // The part of the CRC field inside dst.
+        let (from, to) = (crc_at.max(off), fe.min(end));
+        if let (Some(d), Some(c)) = (
+            dst.get_mut((from - off) as usize..(to - off) as usize),
+            whole.get((from - fs) as usize..(to - fs) as usize),
+        ) {
+            d.copy_from_slice(c);
         }
     }
 }
@@ -803,14 +996,17 @@ impl TxLog {
 fn copy_part(p: Part<'_>, d: &mut [u8]) {
     match p {
         Part::Bytes(b) => d.copy_from_slice(b),
+        Part::Inline(b, n) => d.copy_from_slice(&b[..usize::from(n)]),
         Part::Region { region, offset, .. } => {
             region.read(offset, d);
         }
     }
 }
 
-impl SendSource for TxLog {
-    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+impl TxLog {
+    /// [`SendSource::read`] without the deferred CRCs ([`LogMode::defer_crc`]): the caller
+    /// fills them in with [`TxLog::seal`] over the same bytes before they leave.
+    pub fn read_unsealed(&self, stream_offset: u64, dst: &mut [u8]) {
         let mut w = 0;
         let done = self.for_each_part(stream_offset, dst.len(), |p| {
             let n = p.len();
@@ -821,13 +1017,18 @@ impl SendSource for TxLog {
             w += n;
             true
         });
-        if self.defer_crc
-            && let Some(copied) = dst.get_mut(..done)
-        {
-            self.seal(stream_offset, copied);
-        }
         if let Some(rest) = dst.get_mut(done..) {
             rest.fill(0);
+        }
+    }
+}
+
+impl SendSource for TxLog {
+    fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+        self.read_unsealed(stream_offset, dst);
+        if self.defer_crc {
+            // Past the log's end `dst` holds zeros, which no record's CRC field covers.
+            self.seal(stream_offset, dst);
         }
     }
 
@@ -849,6 +1050,7 @@ impl SendSource for TxLog {
         self.for_each_part(stream_offset, len, |p| {
             match p {
                 Part::Bytes(b) => csum.add(b),
+                Part::Inline(b, n) => csum.add(&b[..usize::from(n)]),
                 Part::Region {
                     region,
                     offset,
@@ -945,14 +1147,20 @@ mod tests {
     }
 
     /// [`build`] with a log of `mode`.
-    fn build_with(s: &mut Setup, crc: bool, emss: usize, mode: LogMode) -> (TxLog, Vec<u32>) {
-        let mut log = TxLog::with_mode(mode);
-        let mut lens = vec![log.push_bytes(b"MPA ID Req Frame\x80\x01\x00\x00", None)];
+    /// The work requests every log of these tests carries: a Write of 5000 octets and a
+    /// Send of one.
+    fn post(s: &mut Setup) {
         let mut w = WorkRequest::new(7, WrOpcode::Write, vec![sge(s, 3, 5000)]);
         w.remote_stag = Stag(0x100);
         s.qp.post_send(w).unwrap();
         s.qp.post_send(WorkRequest::new(8, WrOpcode::Send, vec![sge(s, 1, 1)]))
             .unwrap();
+    }
+
+    fn build_with(s: &mut Setup, crc: bool, emss: usize, mode: LogMode) -> (TxLog, Vec<u32>) {
+        let mut log = TxLog::with_mode(mode);
+        let mut lens = vec![log.push_bytes(b"MPA ID Req Frame\x80\x01\x00\x00", None)];
+        post(s);
         let mut framer = Framer::new(FramerConfig {
             crc,
             markers: false,
@@ -963,6 +1171,124 @@ mod tests {
             lens.push(log.push_gather(&mut framer, &seg, &mut s.mem).unwrap());
         }
         (log, lens)
+    }
+
+    /// As [`build_with`] with deferred CRCs, the FPDUs polled and logged as runs of at most
+    /// `max_count`, plus a Send of three scatter/gather elements.
+    fn build_runs(s: &mut Setup, crc: bool, emss: usize, max_count: u32) -> (TxLog, Vec<u32>) {
+        let mut log = TxLog::with_mode(LogMode {
+            sums: false,
+            defer_crc: true,
+        });
+        let mut lens = vec![log.push_bytes(b"MPA ID Req Frame\x80\x01\x00\x00", None)];
+        post(s);
+        let sges = vec![sge(s, 10, 2000), sge(s, 4000, 7), sge(s, 5000, 3000)];
+        s.qp.post_send(WorkRequest::new(9, WrOpcode::Send, sges))
+            .unwrap();
+        let mut framer = Framer::new(FramerConfig {
+            crc,
+            markers: false,
+            stream_pos: 0,
+        });
+        let max = iwarp::mpa::framer::max_ulpdu_len_any_pos(emss, false);
+        while let Some(run) = s.qp.poll_run(max, max_count, &mut s.mem) {
+            if run.count() > 1 {
+                let (len, n, res) = log.push_run(&mut framer, &run, &mut s.mem);
+                res.unwrap();
+                lens.extend(std::iter::repeat_n(len, n as usize));
+            } else {
+                lens.push(
+                    log.push_gather(&mut framer, run.first(), &mut s.mem)
+                        .unwrap(),
+                );
+            }
+        }
+        (log, lens)
+    }
+
+    /// A log of runs reads like one of single FPDUs (the same work requests polled one segment
+    /// at a time): every range of a grid, checksums included, before and after each FPDU is
+    /// acknowledged; the region is let go with the last FPDU of the last run.
+    #[test]
+    fn runs_read_like_single_fpdus() {
+        for crc in [true, false] {
+            for emss in [200usize, 1460] {
+                for max_count in [1u32, 2, 3, 1000] {
+                    let mut s = setup(9000);
+                    let (mut a, la) = build_runs(&mut s, crc, emss, 1);
+                    let mut s = setup(9000);
+                    let (mut b, lb) = build_runs(&mut s, crc, emss, max_count);
+                    assert_eq!(la, lb);
+                    if max_count > 1 {
+                        assert!(b.len() < a.len(), "no run formed");
+                    }
+                    let total = (a.end() - a.start()) as usize;
+                    let mut wa = vec![0u8; total];
+                    a.read(0, &mut wa);
+                    let mut ends = vec![];
+                    let mut acked = 0u64;
+                    for l in &lb {
+                        acked += u64::from(*l);
+                        ends.push(acked);
+                    }
+                    let mut tokens = Vec::new();
+                    for (n, upto) in ends.iter().enumerate().step_by(3) {
+                        let from = if n == 0 { 0 } else { ends[n - 1] as usize };
+                        for start in (from..total).step_by(97) {
+                            for len in [1, 3, 5, 100, 1453, 1466, 3000] {
+                                let len = len.min(total - start);
+                                let mut x = vec![0u8; len];
+                                b.read(start as u64, &mut x);
+                                let want = &wa[start..start + len];
+                                let at =
+                                    format!("crc {crc} emss {emss} run {max_count} @{start}+{len}");
+                                assert_eq!(x, want, "{at}");
+                                assert_eq!(
+                                    b.checksum(start as u64, len),
+                                    ones_complement_sum(want)
+                                );
+                            }
+                        }
+                        b.ack(*upto, &mut tokens);
+                    }
+                    b.ack(b.end(), &mut tokens);
+                    a.ack(a.end(), &mut tokens);
+                    assert_eq!((b.regions.held(), a.regions.held()), (0, 0));
+                }
+            }
+        }
+    }
+
+    /// A run whose region is gone (or too short) is logged FPDU by FPDU with zeros, each of the
+    /// same length.
+    #[test]
+    fn a_run_without_its_region_is_sent_as_zeros() {
+        let mut s = setup(9000);
+        let mut w = WorkRequest::new(7, WrOpcode::Write, vec![sge(&s, 0, 6000)]);
+        w.remote_stag = Stag(0x100);
+        s.qp.post_send(w).unwrap();
+        let run = s.qp.poll_run(1000, 4, &mut s.mem).unwrap();
+        assert_eq!(run.count(), 4);
+        let mut log = TxLog::with_mode(LogMode {
+            sums: false,
+            defer_crc: true,
+        });
+        let mut framer = Framer::new(FramerConfig {
+            crc: true,
+            markers: false,
+            stream_pos: 0,
+        });
+        let mut s2 = setup(16);
+        let (len, n, res) = log.push_run(&mut framer, &run, &mut s2.mem);
+        assert_eq!((n, res), (4, Err(LogError::RegionGone)));
+        assert_eq!(log.len(), 4);
+        assert_eq!(log.end(), u64::from(len) * 4);
+        assert_eq!(framer.stream_pos() as u64, log.end());
+        let mut out = vec![0u8; log.end() as usize];
+        log.read(0, &mut out);
+        let fpdus = deframe(&out, true);
+        assert_eq!(fpdus.len(), 4);
+        assert!(fpdus.iter().all(|f| f[14..].iter().all(|&b| b == 0)));
     }
 
     /// A log that leaves its CRCs to `read` (payload copied into frames) reads exactly like
