@@ -102,7 +102,10 @@ impl Rack {
         if start >= end {
             return;
         }
-        let idle = self.segs.iter().all(|s| s.delivered);
+        // Nothing in flight: every entry delivered. The front is looked at first: while data
+        // is outstanding it is almost always undelivered (it is SND.UNA's).
+        let idle =
+            self.segs.front().is_none_or(|s| s.delivered) && self.segs.iter().all(|s| s.delivered);
         let tx = self.rate.on_send(now, idle);
         let tail = self.segs.back().map_or(start, |s| s.end);
         if start < tail {

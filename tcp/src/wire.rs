@@ -239,6 +239,21 @@ impl OutHeader {
     /// MSS, window scale, SACK-permitted or SACK blocks, timestamps, the rest End of Option
     /// List (zero). SACK blocks go only with ACK and never beside SACK-permitted.
     fn write_options(&self, opts: &mut [u8]) {
+        if let (None, None, false, [None, None, None], Some((v, e)), Ok(o)) = (
+            self.mss,
+            self.wscale,
+            self.sack_permitted,
+            self.sack,
+            self.timestamp,
+            <&mut [u8; 12]>::try_from(&mut *opts),
+        ) {
+            // Every data segment and ACK of a connection with timestamps and nothing to SACK:
+            // the timestamps option and two bytes of End of Option List.
+            let [v0, v1, v2, v3] = v.to_be_bytes();
+            let [e0, e1, e2, e3] = e.to_be_bytes();
+            *o = [kind::TIMESTAMP, 10, v0, v1, v2, v3, e0, e1, e2, e3, 0, 0];
+            return;
+        }
         opts.fill(0);
         let mut at = 0;
         let mut put = |bytes: &[u8]| {
@@ -355,13 +370,12 @@ impl OutHeader {
             return;
         };
         self.write_fields(h);
-        let pseudo = pseudo_header_sum(src, dst, total_len);
+        let pseudo = pseudo_header_words(src, dst, total_len);
         let field = match mode {
-            ChecksumMode::Software => {
-                // RFC 9293 §3.1: complement of the sum over pseudo-header, header and data.
-                !combine(combine(pseudo, header_sum(h)), payload_sum)
-            }
-            ChecksumMode::Offloaded => pseudo,
+            // RFC 9293 §3.1: complement of the sum over pseudo-header, header and data; the
+            // words added up first and folded once (RFC 1071 §2(C), deferred carries).
+            ChecksumMode::Software => !fold(pseudo + header_words(h) + u64::from(payload_sum)),
+            ChecksumMode::Offloaded => fold(pseudo),
         };
         h[16..18].copy_from_slice(&field.to_be_bytes());
     }
@@ -411,15 +425,19 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
     fold(acc).swap_bytes()
 }
 
-/// [`ones_complement_sum`] of a TCP header (whole 32-bit words, at most 60 bytes) as plain
+/// [`ones_complement_sum`] of a TCP or IPv4 header (whole 32-bit words, at most 60 bytes) as plain
 /// 32-bit adds: the same value (RFC 1071 §2(A): the sum is the same over any word size, once
 /// folded), without the run-time dispatch and vector setup that pay off on payloads only.
-fn header_sum(h: &[u8]) -> u16 {
-    fold(
-        h.chunks_exact(4)
-            .map(|w| u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]])))
-            .sum(),
-    )
+pub(crate) fn header_sum(h: &[u8]) -> u16 {
+    fold(header_words(h))
+}
+
+/// The 32-bit big-endian words of `h` (whole words; a tail of 1-3 bytes is left out) added
+/// up, not folded.
+fn header_words(h: &[u8]) -> u64 {
+    h.chunks_exact(4)
+        .map(|w| u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]])))
+        .sum()
 }
 
 /// The TCP checksum of a received segment is right (RFC 9293 §3.1): the ones-complement sum
@@ -436,28 +454,32 @@ pub fn combine(a: u16, b: u16) -> u16 {
     fold(u64::from(a) + u64::from(b))
 }
 
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    // Truncation impossible: folded to 16 bits above.
+/// End-around-carry fold of a sum of 16- or 32-bit big-endian words to 16 bits (RFC 1071
+/// §2(C)), without a loop: 2^32 and 2^16 are both 1 modulo 0xffff, so each step keeps the
+/// value modulo 0xffff and a non-zero sum stays non-zero; four steps bring any u64 below
+/// 2^16, to the one value in 0..=0xffff (0 only for a zero sum) the repeated fold reaches.
+fn fold(acc: u64) -> u16 {
+    let acc = (acc & 0xffff_ffff) + (acc >> 32); // < 2^33
+    let acc = (acc & 0xffff) + (acc >> 16); // < 2^17 + 2^16
+    let acc = (acc & 0xffff) + (acc >> 16); // <= 0xffff + 2
+    let acc = (acc & 0xffff) + (acc >> 16); // <= 0xffff
+    // Truncation impossible: at most 0xffff after the steps above.
     acc as u16
+}
+
+/// The IPv4 pseudo-header for TCP (RFC 9293 §3.1) as a sum of 32-bit words, not folded: the
+/// addresses, the protocol and the TCP length.
+fn pseudo_header_words(src: Ipv4Address, dst: Ipv4Address, tcp_len: usize) -> u64 {
+    let len = u16::try_from(tcp_len).unwrap_or(u16::MAX);
+    u64::from(u32::from_be_bytes(src.octets()))
+        + u64::from(u32::from_be_bytes(dst.octets()))
+        + 6
+        + u64::from(len)
 }
 
 /// IPv4 pseudo-header sum for TCP (RFC 9293 §3.1), not complemented.
 pub fn pseudo_header_sum(src: Ipv4Address, dst: Ipv4Address, tcp_len: usize) -> u16 {
-    let s = src.octets();
-    let d = dst.octets();
-    let len = u16::try_from(tcp_len).unwrap_or(u16::MAX);
-    let words = [
-        u16::from_be_bytes([s[0], s[1]]),
-        u16::from_be_bytes([s[2], s[3]]),
-        u16::from_be_bytes([d[0], d[1]]),
-        u16::from_be_bytes([d[2], d[3]]),
-        6,
-        len,
-    ];
-    fold(words.iter().map(|&w| u64::from(w)).sum())
+    fold(pseudo_header_words(src, dst, tcp_len))
 }
 
 #[cfg(test)]
@@ -695,6 +717,40 @@ mod tests {
             }
         }
         assert!(n > 10_000, "{n} cases");
+    }
+
+    /// The four-step fold gives what folding until 16 bits remain gives, at the edges and
+    /// at random.
+    #[test]
+    fn fold_equals_the_repeated_fold() {
+        fn repeated(mut acc: u64) -> u16 {
+            while acc > 0xffff {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            acc as u16
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let edges = [
+            0,
+            1,
+            0xfffe,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0x1_ffff,
+            0xffff_ffff,
+        ];
+        let edges = edges
+            .into_iter()
+            .chain([1 << 32, (1 << 33) - 1, u64::MAX, u64::MAX - 1]);
+        for v in edges.chain((0..100_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x >> (x % 64)
+        })) {
+            assert_eq!(fold(v), repeated(v), "{v:#x}");
+        }
     }
 
     /// The header sum equals the general one on whole-word headers of every length.

@@ -482,12 +482,16 @@ fn netmask(prefix_len: u8) -> u32 {
     }
 }
 
-/// Write an Ethernet II header at the start of `buf` (at least 14 bytes).
+/// Write an Ethernet II header (destination, source, EtherType; IEEE 802.3 §3.1.1) at the
+/// start of `buf` (at least 14 bytes), as one array.
 fn write_eth(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: EthernetProtocol) {
-    let mut f = EthernetFrame::new_unchecked(buf);
-    f.set_dst_addr(EthernetAddress(dst));
-    f.set_src_addr(EthernetAddress(src));
-    f.set_ethertype(ethertype);
+    let Some(out) = buf.first_chunk_mut::<ETH_HEADER_LEN>() else {
+        return;
+    };
+    let [d0, d1, d2, d3, d4, d5] = dst;
+    let [s0, s1, s2, s3, s4, s5] = src;
+    let [t0, t1] = u16::from(ethertype).to_be_bytes();
+    *out = [d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1];
 }
 
 /// Zero-pad a frame of `len` bytes in `buf` to [`MIN_FRAME_LEN`]; returns the padded length.
@@ -500,5 +504,27 @@ fn pad_frame(buf: &mut [u8], len: usize) -> usize {
         MIN_FRAME_LEN
     } else {
         len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Ethernet header as smoltcp's setters write it, for IPv4 and ARP frames.
+    #[test]
+    fn write_eth_matches_smoltcp() {
+        let (dst, src) = ([0x02, 1, 2, 3, 4, 5], [0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54]);
+        for ty in [EthernetProtocol::Ipv4, EthernetProtocol::Arp] {
+            let mut want = [0u8; 14];
+            let mut f = EthernetFrame::new_unchecked(&mut want[..]);
+            f.set_dst_addr(EthernetAddress(dst));
+            f.set_src_addr(EthernetAddress(src));
+            f.set_ethertype(ty);
+            let mut got = [0x77u8; 15];
+            write_eth(&mut got, dst, src, ty);
+            assert_eq!(got[..14], want);
+            assert_eq!(got[14], 0x77);
+        }
     }
 }
