@@ -122,6 +122,9 @@ rdma() { # name wire test args...: wire memif (a.toml/b.toml, embedded), daemon 
     local name=$1 wire=$2 t=$3; shift 3
     local sa=() sb=() ca=a cb=b ip=10.77.0.1
     local da="$work/$ca.toml" db="$work/$cb.toml" dpids=()
+    # A server killed after its client failed can leave its memif socket behind, and every
+    # later server would then fail to bind it: one failure must not take the rest of the run.
+    rm -f "$work/memif.sock"
     if [[ $wire == afxdp ]]; then
         sa=(ip netns exec "$NA"); sb=(ip netns exec "$NB"); ca=xa; cb=xb; ip=10.78.0.1
         da="$work/xa.toml" db="$work/xb.toml"
