@@ -426,13 +426,15 @@ fn dispatch_follows_the_tuple_through_reaps() {
     let mut ep: Endpoint<Vec<u8>> = Endpoint::new(TcpConfig::default(), LOCAL, [5; 16]);
     ep.listen(80);
     let now = Instant::from_millis(1);
-    let open = |ep: &mut Endpoint<Vec<u8>>, port| {
+    // A SYN from `port` (a new connection, or a duplicate one of an existing connection).
+    let syn_from = |ep: &mut Endpoint<Vec<u8>>, port| {
         let s = syn(port, 10);
         let n = s.len();
-        let Dispatch::NewConn(h) = ep.handle_segment(now, REMOTE, LOCAL, s, 0..n) else {
-            panic!("no connection")
-        };
-        h
+        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n)
+    };
+    let open = |ep: &mut Endpoint<Vec<u8>>, port| match syn_from(ep, port) {
+        Dispatch::NewConn(h) => h,
+        d => panic!("no connection: {d:?}"),
     };
     let a = open(&mut ep, 3000);
     let b = open(&mut ep, 3001);
@@ -444,32 +446,17 @@ fn dispatch_follows_the_tuple_through_reaps() {
         (3001, b),
         (3001, b),
     ] {
-        let s = syn(port, 10);
-        let n = s.len();
-        assert_eq!(
-            ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
-            Dispatch::Conn(h)
-        );
+        assert_eq!(syn_from(&mut ep, port), Dispatch::Conn(h));
     }
     // `a` was the last dispatched: abort it, and a new SYN on its tuple opens `a2`, which
     // then gets the tuple's segments.
-    let s = syn(3000, 10);
-    let n = s.len();
-    assert_eq!(
-        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
-        Dispatch::Conn(a)
-    );
+    assert_eq!(syn_from(&mut ep, 3000), Dispatch::Conn(a));
     ep.conn_mut(a).unwrap().abort();
     let mut buf = vec![0u8; 1600];
     while ep.poll_transmit_all(now, &mut buf, &mut NoData).is_some() {}
     let a2 = open(&mut ep, 3000);
     for _ in 0..2 {
-        let s = syn(3000, 10);
-        let n = s.len();
-        assert_eq!(
-            ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
-            Dispatch::Conn(a2)
-        );
+        assert_eq!(syn_from(&mut ep, 3000), Dispatch::Conn(a2));
     }
     // Reap both: a new connection takes a slot of theirs.
     ep.conn_mut(a2).unwrap().abort();
@@ -492,12 +479,7 @@ fn dispatch_follows_the_tuple_through_reaps() {
         !matches!(d, Dispatch::Conn(_) | Dispatch::NewConn(_)),
         "{d:?}"
     );
-    let s = syn(3002, 10);
-    let n = s.len();
-    assert_eq!(
-        ep.handle_segment(now, REMOTE, LOCAL, s, 0..n),
-        Dispatch::Conn(c)
-    );
+    assert_eq!(syn_from(&mut ep, 3002), Dispatch::Conn(c));
 }
 
 fn seg(
