@@ -306,7 +306,10 @@ impl Device {
 
     /// Embedded mode: the calling thread stops calling [`Device::poll_engine`] for a while
     /// (it is about to sleep or block): the engine's dataplane thread takes its loop back at
-    /// once instead of after a short grace period (`dataplane::pump::APP_ACTIVE`). Calls
+    /// once. Without it the parked thread notices only when it next wakes: 2 ms after the
+    /// application's last poll at first, up to 20 ms while the application kept polling
+    /// (`dataplane::pump::PARK_MAX` plus its timer slack, chosen so its wake-ups ride on
+    /// scheduler ticks and stay out of latency-sensitive loops). Calls
     /// that block on the engine (CM events, control requests, completion channels) do it
     /// themselves. Nothing happens for a daemon's device.
     pub fn release_engine(&self) {
