@@ -514,7 +514,12 @@ impl Qp {
     /// contiguous source range, stopping before the message's last segment; state advances as
     /// if they were sent. Returns how many were added.
     pub(crate) fn extend_run(&mut self, first: &TxSegment, max_more: u32) -> u32 {
-        if max_more == 0 || first.completion.is_some() || first.npieces != 1 {
+        if max_more == 0
+            || first.completion.is_some()
+            || first.npieces != 1
+            || first.is_terminate()
+            || !matches!(self.state, QpState::Rts | QpState::Closing)
+        {
             return 0;
         }
         let Some(m) = self.cur_tx.as_mut() else {
