@@ -386,8 +386,15 @@ fn daemon_answers_bad_input_and_frees_a_killed_client() {
             && counter(s, "control", "clients_freed") == Some(3)
     });
     let child = spawn_child(&dir, &sock, 1);
+    // A snapshot of the stats file can predate the child's last setup step (it is rewritten
+    // every interval): wait for one taken after it, its CM ID (the last one) included.
     let s = stats_until(&stats, "the child's resources", |s| {
+        let client = s
+            .lines()
+            .find(|l| l.starts_with("[client."))
+            .map(|l| l.trim_matches(|c| c == '[' || c == ']').to_owned());
         counter(s, "control", "clients") == Some(1)
+            && client.is_some_and(|c| counter(s, &c, "cm_ids") == Some(1))
     });
     assert_eq!(counter(&s, "control", "registered_mrs"), Some(1), "{s}");
     let section = s
