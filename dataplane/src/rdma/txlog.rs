@@ -439,10 +439,7 @@ impl TxLog {
             // Markers on: the caller uses push_copy. Never reached with markers off.
             return self.push_copy(framer, seg, mem).map(|(n, _)| n);
         };
-        let mut head = [0u8; HEAD_CAP];
-        head[..2].copy_from_slice(&g.prefix());
-        head[2..2 + hdr.len()].copy_from_slice(hdr);
-        let head_len = 2 + hdr.len();
+        let (head, head_len) = head_bytes(g.prefix(), hdr);
         // Deferred, the CRC is computed over the frame's copy ([`TxLog::seal`]); without a
         // CRC or a sum to compute the region needs no pass here.
         let crc_later = self.defer_crc && g.crc_on();
@@ -464,8 +461,7 @@ impl TxLog {
         if self.sums {
             csum.add(tb);
         }
-        let mut trailer = [0u8; 7];
-        trailer[..tb.len()].copy_from_slice(tb);
+        let trailer = trailer_bytes(tb);
         if gone {
             self.region_gone += 1;
             for p in pieces.iter().flatten() {
@@ -532,12 +528,9 @@ impl TxLog {
         let (Some((prefix, t)), Some(region), Some(p)) = (framed, region, piece) else {
             return self.push_each(framer, run, mem);
         };
-        let mut head = [0u8; HEAD_CAP];
-        head[..2].copy_from_slice(&prefix);
-        head[2..head_len].copy_from_slice(seg.header());
+        let (head, _) = head_bytes(prefix, seg.header());
         let tb = t.as_slice();
-        let mut trailer = [0u8; 7];
-        trailer[..tb.len()].copy_from_slice(tb);
+        let trailer = trailer_bytes(tb);
         let fpdu_len = (head_len + step as usize + tb.len()) as u32;
         let slot = self.regions.hold(region);
         let mut pieces: [Option<Piece>; MAX_PIECES] = Default::default();
@@ -990,6 +983,21 @@ impl TxLog {
             d.copy_from_slice(c);
         }
     }
+}
+
+/// A gathered FPDU's inline head: its ULPDU_LENGTH field, then its DDP/RDMAP header.
+fn head_bytes(prefix: [u8; 2], hdr: &[u8]) -> ([u8; HEAD_CAP], usize) {
+    let mut head = [0u8; HEAD_CAP];
+    head[..2].copy_from_slice(&prefix);
+    head[2..2 + hdr.len()].copy_from_slice(hdr);
+    (head, 2 + hdr.len())
+}
+
+/// A gathered FPDU's pad and CRC field (3 to 7 octets) in a record's fixed array.
+fn trailer_bytes(tb: &[u8]) -> [u8; 7] {
+    let mut trailer = [0u8; 7];
+    trailer[..tb.len()].copy_from_slice(tb);
+    trailer
 }
 
 /// Copy one part of the log into `d` (of the part's length).

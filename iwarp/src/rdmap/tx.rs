@@ -531,20 +531,21 @@ impl Qp {
         if step == 0 {
             return 0;
         }
-        // Whole segments that leave at least one octet for the last one.
-        let mut n = (m.total - m.sent).saturating_sub(1) / step;
-        match m.src {
-            Src::None => n = 0,
+        // Segments the source holds contiguously after the first one's range.
+        let contiguous = match m.src {
+            Src::None => 0,
             Src::Region { mr, offset } => {
-                if mr != p.mr || offset + m.sent != p.offset + step {
-                    n = 0;
+                if mr == p.mr && offset + m.sent == p.offset + step {
+                    u64::MAX
+                } else {
+                    0
                 }
             }
             Src::Sges => {
                 // Only within the scatter/gather element the first segment ended in.
                 let sges: &[Sge] = m.wr.as_ref().map(|w| w.sges.as_slice()).unwrap_or(&[]);
                 let mut skip = m.sent;
-                n = 0;
+                let mut n = 0;
                 for s in sges {
                     let len = u64::from(s.len);
                     if skip >= len {
@@ -556,9 +557,11 @@ impl Qp {
                     }
                     break;
                 }
-                n = n.min((m.total - m.sent).saturating_sub(1) / step);
+                n
             }
-        }
+        };
+        // Whole segments that leave at least one octet for the last one.
+        let n = contiguous.min((m.total - m.sent).saturating_sub(1) / step);
         let n = n.min(u64::from(max_more)) as u32;
         m.sent += u64::from(n) * step;
         n
