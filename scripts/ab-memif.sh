@@ -9,6 +9,7 @@
 #   (3; the order alternates each round), RUN_TIMEOUT (60 s per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/memif.sh
 [[ $# -eq 3 ]] || { sed -n 2,9p "$0"; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "ab-memif: run as root"; exit 1; }
 T=$1 ARGS_A=$2 ARGS_B=$3
@@ -22,12 +23,7 @@ cleanup() {
     rm -rf "$work" /var/run/dpdk/abm-*-$$
 }
 trap cleanup EXIT
-conf() { # name role ip core
-    printf '[eal]\nmemory_mb = 512\nfile_prefix = "abm-%s-%s"\n[port]\ndevice = "net_memif0,role=%s,id=0,socket=%s/memif.sock,socket-abstract=no"\nip = "%s/24"\nmtu = 1500\n[dataplane]\ncores = [%s]\nidle = "yield"\n[mpa]\nfirst_fpdu_delay_ms = 0\n[log]\nlevel = "warn"\n' \
-        "$1" $$ "$2" "$work" "$3" "$4"
-}
-conf a server 10.77.0.1 0 > "$work/a.toml"
-conf b client 10.77.0.2 1 > "$work/b.toml"
+for s in a b; do memif_conf $s "abm-$s-$$" "$work" > "$work/$s.toml"; done
 run() { # variant bin args: one run, its table row on stdout (appended to $work/<variant>)
     local v=$1 bin=$2 row
     # shellcheck disable=SC2086 # args: words

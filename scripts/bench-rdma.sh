@@ -26,6 +26,7 @@
 #   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/memif.sh
 BIN=${BIN:-target/release}
 ROUNDS=${ROUNDS:-3}
 ITERS_BW=${ITERS_BW:-5000}
@@ -52,31 +53,13 @@ T() { timeout -k 5 "$RUN_TIMEOUT" "$@"; }
 PERF=$(realpath "$BIN/iwarp-perf")
 IWARPD=$(realpath "$BIN/iwarpd")
 { lscpu | grep -E "Model name|CPU family|^Model:|^CPU\(s\)|^Flags" | sed -e 's/^\(Flags:\s*\).*\(avx512f\).*\(vpclmulqdq\).*/\1... \2 ... \3 .../'; uptime; uname -r; } > "$OUT/machine.txt"
-conf() { # name device ip core [extra lines] [extra [port] lines]
-    cat <<EOT
-[eal]
-memory_mb = 512
-file_prefix = "iwbr-$1-$$"
-[port]
-device = "$2"
-ip = "$3/24"
-mtu = 1500
-${6:-}
-[dataplane]
-cores = [$4]
-idle = "${IDLE:-yield}"
-[mpa]
-# Both ends are our stack: no wait for Linux siw's responder race (README, mpa.first_fpdu_delay_ms).
-first_fpdu_delay_ms = 0
-[stats]
-file = "$work/$1.stats"
+conf() { # name device ip core [extra lines] [extra [port] lines]: scripts/lib/memif.sh's, with a stats file
+    engine_conf prefix="iwbr-$1-$$" device="$2" ip="$3" core="$4" idle="${IDLE:-yield}" port="${6:-}" extra="[stats]
+file = \"$work/$1.stats\"
 interval_ms = 100
-[log]
-level = "warn"
-${5:-}
-EOT
+${5:-}"
 }
-memif() { echo "net_memif0,role=$1,id=0,socket=$work/memif.sock,socket-abstract=no"; }
+memif() { memif_device "$1" "$work/memif.sock"; }
 xdp() { echo "net_af_xdp0,iface=$1,start_queue=0,queue_count=1${XDP_ARGS:-}"; }
 conf a "$(memif server)" 10.77.0.1 0 > "$work/a.toml"; conf b "$(memif client)" 10.77.0.2 1 > "$work/b.toml"
 for s in a b; do # daemon mode: the same stacks as two iwarpd, iwarp-perf their clients

@@ -11,6 +11,7 @@
 # The older demo (ARP, ping, TCP transfer, poll-loop benchmark) is scripts/demo-net.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/memif.sh
 BIN=${BIN:-target/release}
 ITERS_BW=${ITERS_BW:-5000}
 ITERS_LAT=${ITERS_LAT:-10000}
@@ -36,31 +37,11 @@ cleanup() {
 trap cleanup EXIT
 PERF=$(realpath "$BIN/iwarp-perf")
 
-conf() { # side role ip core idle
-    cat <<EOT
-[eal]
-memory_mb = 512
-file_prefix = "iwarp-demo-$1-$$"
-[port]
-device = "net_memif0,role=$2,id=0,socket=$work/memif.sock,socket-abstract=no"
-ip = "$3/24"
-mtu = 1500
-[dataplane]
-cores = [$4]
-idle = "$5"
-[control]
-socket = "$work/$1.ctl.sock"
-[mpa]
-crc = "on"
-# Both ends are our stack: no wait for Linux siw's responder race (README, mpa.first_fpdu_delay_ms).
-first_fpdu_delay_ms = 0
-[log]
-level = "warn"
-EOT
-}
 idle=yield; [[ $MODE == daemon ]] && idle=spin
-conf a server 10.77.0.1 0 $idle > "$work/a.toml"
-conf b client 10.77.0.2 1 $idle > "$work/b.toml"
+for s in a b; do
+    memif_conf $s "iwarp-demo-$s-$$" "$work" idle=$idle mpa='crc = "on"' extra="[control]
+socket = \"$work/$s.ctl.sock\"" > "$work/$s.toml"
+done
 if [[ $MODE == daemon ]]; then
     "$BIN/iwarpd" --config "$work/a.toml" > "$work/iwarpd-a.log" 2>&1 & pids+=($!)
     "$BIN/iwarpd" --config "$work/b.toml" > "$work/iwarpd-b.log" 2>&1 & pids+=($!)

@@ -10,6 +10,7 @@
 #   EXTRA (more config lines), OUTLIER_US (8), EVENTS (override the ftrace event list),
 #   NOTRACE=1 (outliers only, no kernel trace: what the trace itself costs).
 set -uo pipefail
+. "$(dirname "$0")/lib/memif.sh"
 out=$1; shift
 [[ $# -gt 0 ]] || set -- -s 2 -n 100000
 T=${TEST:-write_lat}
@@ -24,25 +25,9 @@ irq_vectors:irq_work_exit irq:irq_handler_entry irq:irq_handler_exit irq:softirq
 timer:hrtimer_expire_entry timer:hrtimer_expire_exit sched:sched_switch sched:sched_wakeup
 exceptions:page_fault_user exceptions:page_fault_kernel raw_syscalls:sys_enter raw_syscalls:sys_exit"}
 work=$(mktemp -d /tmp/lat-outliers.XXXXXX)
-conf() { cat <<EOT
-[eal]
-memory_mb = 512
-file_prefix = "lo-$1-$$"
-[port]
-device = "net_memif0,role=$2,id=0,socket=$work/memif.sock,socket-abstract=no"
-ip = "$3/24"
-mtu = 1500
-[dataplane]
-cores = [$4]
-idle = "${IDLE:-yield}"
-[mpa]
-first_fpdu_delay_ms = 0
-[log]
-level = "warn"
-${EXTRA:-}
-EOT
-}
-conf a server 10.77.0.1 0 > "$work/a.toml"; conf b client 10.77.0.2 1 > "$work/b.toml"
+for s in a b; do
+    memif_conf $s "lo-$s-$$" "$work" idle="${IDLE:-yield}" extra="${EXTRA:-}" > "$work/$s.toml"
+done
 trace_on() {
     echo 0 > $TR/tracing_on; echo nop > $TR/current_tracer; echo x86-tsc > $TR/trace_clock
     echo 65536 > $TR/buffer_size_kb; echo > $TR/set_event
