@@ -99,8 +99,8 @@ echo "== iWARP over our userspace TCP: two stacks on a memif wire ($MODE mode, $
 echo "== iwarp-perf write_bw (RDMA Write, 64 KiB, $ITERS_BW iterations)"
 rdma write_bw -s 65536 -n "$ITERS_BW" --report_gbits
 echo
-echo "== iwarp-perf write_lat (RDMA Write, 2 B, $ITERS_LAT iterations; half the round trip)"
-rdma write_lat -s 2 -n "$ITERS_LAT"
+echo "== iwarp-perf write_lat (RDMA Write, 2 B, $ITERS_LAT iterations; half the round trip; --mlock: no page faults)"
+rdma write_lat -s 2 -n "$ITERS_LAT" --mlock
 echo
 echo "== baseline: kernel TCP between two network namespaces over a veth (MTU 1500)"
 echo "== iwarp-perf tcp_bw (64 KiB messages, echoed back)"
