@@ -3,4 +3,5 @@
 //! round-trip latency.
 #![forbid(unsafe_code)]
 
+pub mod fixtures;
 pub mod perf;

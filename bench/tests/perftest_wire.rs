@@ -10,7 +10,10 @@ use bench::perf::wire::{Dest, script};
 use std::collections::VecDeque;
 
 fn shared(rel: &str) -> String {
-    format!("{}/../../shared/siw-peer/{rel}", env!("CARGO_MANIFEST_DIR"))
+    bench::fixtures::siw_peer_dir()
+        .join(rel)
+        .display()
+        .to_string()
 }
 
 /// Link-layer frames of a pcapng file (little-endian sections; Enhanced Packet Blocks) or

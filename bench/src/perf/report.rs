@@ -306,11 +306,8 @@ mod tests {
 
     /// Lines of a real perftest output between two markers (inclusive).
     fn golden(file: &str) -> String {
-        let path = format!(
-            "{}/../../shared/siw-peer/results/{file}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+        let path = crate::fixtures::siw_peer_dir().join("results").join(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
     #[test]
