@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{SIW_PCAPS, connections, read_capture};
+use common::{connections, read_capture, siw_pcap};
 use iwarp::mpa::MpaError;
 use iwarp::mpa::startup::{
     CrcPolicy, Established, FirstSend, Outcome, RejectReason, Role, RtrSet, Startup, StartupConfig,
@@ -565,7 +565,7 @@ fn responder_matches_siw_replies() {
 /// Our initiator accepts every Reply siw sent and derives the same parameters.
 #[test]
 fn initiator_accepts_siw_replies() {
-    let bytes = std::fs::read(format!("{SIW_PCAPS}/mpa_negotiation.pcap")).unwrap();
+    let bytes = std::fs::read(siw_pcap("mpa_negotiation.pcap")).unwrap();
     let mut n = 0;
     for c in connections(&read_capture(&bytes)) {
         let (Ok((q, ql)), Ok((_, pl))) = (

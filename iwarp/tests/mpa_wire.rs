@@ -3,14 +3,14 @@
 
 mod common;
 
-use common::{SIW_PCAPS, connections, read_capture};
+use common::{connections, read_capture, siw_pcap};
 use iwarp::mpa::wire::{
     FrameKind, HEADER_LEN, IrdOrd, KEY_REP, KEY_REQ, Packet, Repr, RtrKind, WireError,
 };
 
 /// (capture, client port, request bytes after the key, reply bytes after the key)
 fn frames_of(file: &str) -> Vec<(u16, Vec<u8>, Vec<u8>)> {
-    let bytes = std::fs::read(format!("{SIW_PCAPS}/{file}")).unwrap();
+    let bytes = std::fs::read(siw_pcap(file)).unwrap();
     let mut v = Vec::new();
     for c in connections(&read_capture(&bytes)) {
         let get = |s: &[u8], key: &[u8; 16]| -> Option<Vec<u8>> {

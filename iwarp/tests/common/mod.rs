@@ -8,9 +8,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Directory of the real Linux siw captures: `shared/siw-peer/pcaps` beside the repository
-/// (as on developer machines and in CI).
-pub const SIW_PCAPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/siw-peer/pcaps");
+#[path = "../../../tests/support/siw_peer.rs"]
+mod siw_peer;
+
+/// A real Linux siw capture: `shared/siw-peer/pcaps/FILE` beside the repository (as on developer
+/// machines and in CI; found from a git worktree too).
+pub fn siw_pcap(file: &str) -> PathBuf {
+    siw_peer::siw_peer_dir().join("pcaps").join(file)
+}
 
 /// One captured link-layer frame.
 #[derive(Debug, Clone)]
@@ -351,7 +356,7 @@ pub fn connections(frames: &[Frame]) -> Vec<Connection> {
 
 /// All `*.pcap` files of the siw capture directory, sorted.
 pub fn siw_pcaps() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(SIW_PCAPS)
+    let mut v: Vec<PathBuf> = std::fs::read_dir(siw_pcap(""))
         .expect("siw pcaps directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
