@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use netcore::crc::{self, CrcImpl};
 use std::time::Instant;
 
-/// Environment variable that overrides the measurement: `auto` (default), `crc32c`, `crc-fast`.
+/// Environment variable that overrides the measurement: `auto` (default), `crc32c`, `crc-fast`, `copycrc`.
 pub const CRC_IMPL_ENV: &str = "IWARP_CRC_IMPL";
 
 /// What [`choose`] decided and why (for the log line and for benchmark reports).
@@ -27,7 +27,9 @@ pub fn parse_setting(value: &str) -> Result<Option<CrcImpl>> {
         "" | "auto" => Ok(None),
         v => match CrcImpl::from_name(v) {
             Some(i) => Ok(Some(i)),
-            None => bail!("{CRC_IMPL_ENV}={v:?}: allowed values are auto, crc32c, crc-fast"),
+            None => {
+                bail!("{CRC_IMPL_ENV}={v:?}: allowed values are auto, crc32c, crc-fast, copycrc")
+            }
         },
     }
 }

@@ -1,14 +1,18 @@
 //! CRC32c (Castagnoli), the MPA FPDU CRC (RFC 5044 §4.3, same as iSCSI RFC 3720 B.4).
 //!
 //! Every caller goes through [`crc32c`] / [`crc32c_append`] / [`Crc32c`], so the implementation
-//! is chosen in one place, at run time, for the CPU the process runs on. Two candidates:
+//! is chosen in one place, at run time, for the CPU the process runs on. Three candidates:
 //!
 //! - [`CrcImpl::Crc32cCrate`]: the `crc32c` crate (SSE4.2 `crc32` instruction, 3-way interleave);
-//! - [`CrcImpl::CrcFast`]: the `crc-fast` crate (`crc32` fused with (V)PCLMULQDQ folding).
+//! - [`CrcImpl::CrcFast`]: the `crc-fast` crate (`crc32` fused with (V)PCLMULQDQ folding);
+//! - [`CrcImpl::CopyCrc`]: our `copycrc` crate (512-bit VPCLMULQDQ folding), the only one that
+//!   computes the CRC of bytes while it copies them ([`CrcImpl::copy_append`]): the data path
+//!   copies every FPDU payload once (sender: region to frame; receiver: frame to region), so
+//!   with it the CRC costs no second pass over the bytes.
 //!
-//! Which one is faster depends on the CPU and not only on its feature flags: on an Intel Xeon
-//! with AVX-512 + VPCLMULQDQ `crc-fast` is 4-5x faster at FPDU sizes, while on the AMD EPYC
-//! guests of BENCHMARKS.md, which report the same flags, `crc32c` wins. So:
+//! Which one is faster depends on the CPU and not only on its feature flags (BENCHMARKS.md §3:
+//! an Intel Xeon and an AMD EPYC with the same flags ranked `crc32c` and `crc-fast` in opposite
+//! orders). So:
 //!
 //! - until someone decides, the first call picks by CPU features ([`detect`]);
 //! - a program that owns a clock calls [`calibrate`] once at startup (this crate reads no
@@ -25,17 +29,21 @@ pub enum CrcImpl {
     Crc32cCrate,
     /// The `crc-fast` crate (`crc32` fused with PCLMULQDQ / AVX-512 VPCLMULQDQ folding).
     CrcFast,
+    /// The `copycrc` crate (AVX-512 VPCLMULQDQ folding, fused with the copy; the `crc32c`
+    /// crate on a CPU without those features).
+    CopyCrc,
 }
 
 impl CrcImpl {
     /// Every candidate, in a fixed order.
-    pub const ALL: [CrcImpl; 2] = [CrcImpl::Crc32cCrate, CrcImpl::CrcFast];
+    pub const ALL: [CrcImpl; 3] = [CrcImpl::Crc32cCrate, CrcImpl::CrcFast, CrcImpl::CopyCrc];
 
-    /// The name used in logs, configs and benchmark ids (`crc32c`, `crc-fast`).
+    /// The name used in logs, configs and benchmark ids (`crc32c`, `crc-fast`, `copycrc`).
     pub const fn name(self) -> &'static str {
         match self {
             CrcImpl::Crc32cCrate => "crc32c",
             CrcImpl::CrcFast => "crc-fast",
+            CrcImpl::CopyCrc => "copycrc",
         }
     }
 
@@ -50,13 +58,46 @@ impl CrcImpl {
         match self {
             CrcImpl::Crc32cCrate => ::crc32c::crc32c_append(crc, data),
             CrcImpl::CrcFast => crc_fast_append(crc, data),
+            CrcImpl::CopyCrc => copycrc::crc32c_append(crc, data),
         }
+    }
+
+    /// Copy `src` into `dst[..src.len()]` and continue `crc` over the same bytes: in one pass
+    /// with [`CrcImpl::CopyCrc`]; with the others, the CRC of `src` (hot in cache while it is
+    /// read) and then the copy, never a CRC of the bytes just written (their stores are still
+    /// in flight). Panics if `dst` is shorter than `src`.
+    #[inline]
+    pub fn copy_append(self, crc: u32, src: &[u8], dst: &mut [u8]) -> u32 {
+        match self {
+            CrcImpl::CopyCrc => copycrc::copy_crc32c(crc, src, dst),
+            _ => {
+                let c = self.append(crc, src);
+                dst[..src.len()].copy_from_slice(src);
+                c
+            }
+        }
+    }
+
+    /// Whether [`CrcImpl::copy_append`] computes the CRC in the copy's pass (callers with
+    /// memory no reference may be formed over call `copycrc` themselves when this is true).
+    pub const fn fuses_copy(self) -> bool {
+        matches!(self, CrcImpl::CopyCrc)
     }
 
     const fn code(self) -> u8 {
         match self {
             CrcImpl::Crc32cCrate => 1,
             CrcImpl::CrcFast => 2,
+            CrcImpl::CopyCrc => 3,
+        }
+    }
+
+    const fn from_code(code: u8) -> Option<CrcImpl> {
+        match code {
+            1 => Some(CrcImpl::Crc32cCrate),
+            2 => Some(CrcImpl::CrcFast),
+            3 => Some(CrcImpl::CopyCrc),
+            _ => None,
         }
     }
 }
@@ -84,41 +125,27 @@ fn crc_fast_append(crc: u32, data: &[u8]) -> u32 {
 /// 0: not chosen yet; otherwise [`CrcImpl::code`].
 static CHOICE: AtomicU8 = AtomicU8::new(0);
 
-/// The implementation CPU features suggest: `crc-fast` when the CPU has AVX-512 VL and
-/// VPCLMULQDQ (its 512-bit folding path), `crc32c` otherwise. A guess: [`calibrate`] measures.
+/// The implementation CPU features suggest: `copycrc` when its 512-bit folding kernels run
+/// here (AVX-512F/VL, VPCLMULQDQ, SSE4.2), `crc32c` otherwise. A guess: [`calibrate`] measures.
 pub fn detect() -> CrcImpl {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("vpclmulqdq")
-            && std::is_x86_feature_detected!("sse4.2")
-        {
-            return CrcImpl::CrcFast;
-        }
+    if copycrc::accelerated() {
+        CrcImpl::CopyCrc
+    } else {
+        CrcImpl::Crc32cCrate
     }
-    CrcImpl::Crc32cCrate
 }
 
 /// The implementation in use (decided by [`detect`] on first use unless [`set_impl`] was called).
 #[inline]
 pub fn current() -> CrcImpl {
-    match CHOICE.load(Ordering::Relaxed) {
-        1 => CrcImpl::Crc32cCrate,
-        2 => CrcImpl::CrcFast,
-        _ => {
+    match CrcImpl::from_code(CHOICE.load(Ordering::Relaxed)) {
+        Some(imp) => imp,
+        None => {
             let d = detect();
             // A concurrent `set_impl` wins over the guess.
             let _ = CHOICE.compare_exchange(0, d.code(), Ordering::Relaxed, Ordering::Relaxed);
-            current_set().unwrap_or(d)
+            CrcImpl::from_code(CHOICE.load(Ordering::Relaxed)).unwrap_or(d)
         }
-    }
-}
-
-fn current_set() -> Option<CrcImpl> {
-    match CHOICE.load(Ordering::Relaxed) {
-        1 => Some(CrcImpl::Crc32cCrate),
-        2 => Some(CrcImpl::CrcFast),
-        _ => None,
     }
 }
 
@@ -135,6 +162,16 @@ impl Crc32c {
     /// A fresh CRC (of zero bytes).
     pub const fn new() -> Self {
         Crc32c(0)
+    }
+    /// A CRC continued from `value` (a [`Crc32c::value`], e.g. returned by a copying kernel).
+    pub const fn from_value(value: u32) -> Self {
+        Crc32c(value)
+    }
+    /// Copy `src` into `dst[..src.len()]` and feed the same bytes ([`CrcImpl::copy_append`]
+    /// of the implementation in use). Panics if `dst` is shorter than `src`.
+    #[inline]
+    pub fn copy_update(&mut self, src: &[u8], dst: &mut [u8]) {
+        self.0 = current().copy_append(self.0, src, dst);
     }
     /// Feed more bytes.
     #[inline]
@@ -163,7 +200,8 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
 /// implementation at each size, and the winner.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
-    /// `(implementation, size in bytes, best ns per call)`.
+    /// `(implementation, size in bytes, best ns per call)` of a copy with its CRC
+    /// ([`CrcImpl::copy_append`]).
     pub samples: Vec<(CrcImpl, usize, f64)>,
     /// The implementation with the lowest total time over [`CALIBRATION_SIZES`].
     pub best: CrcImpl,
@@ -178,14 +216,14 @@ impl Calibration {
             .map(|s| s.1 as f64 / s.2.max(1e-3))
     }
 
-    /// One line for a log: `crc-fast (crc32c 1440 B 8.1 GB/s, ...)`.
+    /// One line for a log: `copycrc (copy+CRC: crc32c 1440 B 8.1 GB/s, ...)`.
     pub fn summary(&self) -> String {
         let parts: Vec<String> = self
             .samples
             .iter()
             .map(|(i, n, _)| format!("{i} {n} B {:.1} GB/s", self.gbps(*i, *n).unwrap_or(0.0)))
             .collect();
-        format!("{} ({})", self.best, parts.join(", "))
+        format!("{} (copy+CRC: {})", self.best, parts.join(", "))
     }
 }
 
@@ -193,10 +231,12 @@ impl Calibration {
 /// one-FPDU-per-segment rule makes those the common CRC spans).
 pub const CALIBRATION_SIZES: [usize; 2] = [1440, 8940];
 
-/// Time both implementations with the caller's clock (`now_ns`, any monotonic nanosecond
-/// counter) and return the faster one. About 1-3 ms of CPU. Each (implementation, size) is
-/// timed in `ROUNDS` alternating rounds and the best round counts, so a preempted round does
-/// not decide. The result is not applied: call [`set_impl`] with [`Calibration::best`].
+/// Time every implementation with the caller's clock (`now_ns`, any monotonic nanosecond
+/// counter) and return the fastest. What is timed is what the data path does with every FPDU
+/// payload: a copy with its CRC ([`CrcImpl::copy_append`]). About 2-5 ms of CPU. Each
+/// (implementation, size) is timed in `ROUNDS` alternating rounds and the best round counts,
+/// so a preempted round does not decide. The result is not applied: call [`set_impl`] with
+/// [`Calibration::best`].
 pub fn calibrate(mut now_ns: impl FnMut() -> u64) -> Calibration {
     const ROUNDS: usize = 7;
     const BYTES_PER_ROUND: usize = 256 * 1024;
@@ -204,7 +244,9 @@ pub fn calibrate(mut now_ns: impl FnMut() -> u64) -> Calibration {
     let data: Vec<u8> = (0..max)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 >> 1)
         .collect();
-    let mut best = vec![f64::INFINITY; CrcImpl::ALL.len() * CALIBRATION_SIZES.len()];
+    let mut out = vec![0u8; max];
+    let n = CALIBRATION_SIZES.len();
+    let mut best = vec![f64::INFINITY; CrcImpl::ALL.len() * n];
     let mut sink = 0u32;
     for _ in 0..ROUNDS {
         for (si, &size) in CALIBRATION_SIZES.iter().enumerate() {
@@ -212,20 +254,20 @@ pub fn calibrate(mut now_ns: impl FnMut() -> u64) -> Calibration {
             for (ii, imp) in CrcImpl::ALL.into_iter().enumerate() {
                 let t0 = now_ns();
                 for _ in 0..calls {
-                    sink = sink
-                        .wrapping_add(imp.append(sink & 1, std::hint::black_box(&data[..size])));
+                    let src = std::hint::black_box(&data[..size]);
+                    sink = sink.wrapping_add(imp.copy_append(sink & 1, src, &mut out));
                 }
                 let dt = now_ns().saturating_sub(t0) as f64 / calls as f64;
-                let slot = &mut best[ii * CALIBRATION_SIZES.len() + si];
+                let slot = &mut best[ii * n + si];
                 *slot = slot.min(dt);
             }
         }
     }
-    std::hint::black_box(sink);
+    std::hint::black_box((sink, &out));
     let mut samples = Vec::new();
     for (ii, imp) in CrcImpl::ALL.into_iter().enumerate() {
         for (si, &size) in CALIBRATION_SIZES.iter().enumerate() {
-            samples.push((imp, size, best[ii * CALIBRATION_SIZES.len() + si]));
+            samples.push((imp, size, best[ii * n + si]));
         }
     }
     let total = |imp: CrcImpl| -> f64 {
@@ -253,6 +295,10 @@ pub mod candidates {
     /// `crc-fast` crate (PCLMULQDQ/VPCLMULQDQ folding).
     pub fn crc_fast(data: &[u8]) -> u32 {
         CrcImpl::CrcFast.append(0, data)
+    }
+    /// `copycrc` crate (512-bit VPCLMULQDQ folding).
+    pub fn copycrc(data: &[u8]) -> u32 {
+        CrcImpl::CopyCrc.append(0, data)
     }
 }
 
@@ -296,6 +342,7 @@ mod tests {
         assert_eq!(c.value(), whole);
         assert_eq!(candidates::crc32c_crate(&data), whole);
         assert_eq!(candidates::crc_fast(&data), whole);
+        assert_eq!(candidates::copycrc(&data), whole);
         for len in 0..300 {
             assert_eq!(
                 CrcImpl::CrcFast.append(0x1234_5678, &data[..len]),
@@ -303,6 +350,32 @@ mod tests {
                 "len {len}"
             );
         }
+    }
+
+    /// Every implementation's copy writes the bytes and gives the CRC of `crc32c`, from any
+    /// start value, at lengths around the folding kernels' block sizes.
+    #[test]
+    fn copy_append_copies_and_agrees() {
+        let data: Vec<u8> = (0..2000u32).map(|i| (i * 13 + 5) as u8).collect();
+        for imp in CrcImpl::ALL {
+            for len in [
+                0usize, 1, 15, 16, 63, 64, 65, 255, 256, 511, 512, 1448, 2000,
+            ] {
+                let mut out = vec![0xeeu8; len + 1];
+                let c = imp.copy_append(0xdead_beef, &data[..len], &mut out);
+                assert_eq!(
+                    c,
+                    ::crc32c::crc32c_append(0xdead_beef, &data[..len]),
+                    "{imp} {len}"
+                );
+                assert_eq!(&out[..len], &data[..len], "{imp} {len}");
+                assert_eq!(out[len], 0xee);
+            }
+        }
+        let mut c = Crc32c::from_value(crc32c(b"ab"));
+        let mut out = [0u8; 3];
+        c.copy_update(b"cde", &mut out);
+        assert_eq!((c.value(), &out), (crc32c(b"abcde"), b"cde"));
     }
 
     #[test]
@@ -313,8 +386,8 @@ mod tests {
         assert_eq!(CrcImpl::from_name("zlib"), None);
     }
 
-    /// With a fake clock that charges crc-fast double, calibration picks crc32c, and the
-    /// other way round; the samples cover every (implementation, size).
+    /// With a fake clock that charges one implementation double, calibration does not pick
+    /// it; the samples cover every (implementation, size).
     #[test]
     fn calibrate_picks_the_cheaper() {
         for slow in CrcImpl::ALL {
@@ -324,12 +397,12 @@ mod tests {
             let mut t = 0u64;
             let cal = calibrate(|| {
                 let pair = reads / 2; // two reads per timed block
-                let imp = CrcImpl::ALL[(pair % 2) as usize];
+                let imp = CrcImpl::ALL[(pair % CrcImpl::ALL.len() as u64) as usize];
                 reads += 1;
                 t += if imp == slow { 2000 } else { 1000 };
                 t
             });
-            assert_eq!(cal.samples.len(), 4);
+            assert_eq!(cal.samples.len(), 2 * CrcImpl::ALL.len());
             assert_ne!(cal.best, slow, "{}", cal.summary());
             assert!(cal.gbps(slow, 1440).is_some());
         }

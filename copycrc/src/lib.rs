@@ -1,0 +1,95 @@
+//! CRC32c (Castagnoli; RFC 3720 Appendix B.4, the MPA FPDU CRC of RFC 5044 §4.3), computed
+//! by 512-bit carry-less multiplication folding (x86-64 AVX-512 + VPCLMULQDQ), alone or fused
+//! with a copy of the same bytes.
+//!
+//! The fused form is the point of this crate: the sender copies an FPDU's payload from the
+//! registered region into a frame, the receiver's placer copies it from a frame into the
+//! registered region, and both need the CRC of exactly those bytes. A CRC pass after a copy
+//! reads every byte a second time (and right after the copy, it stalls on stores still in
+//! flight); here each 64-byte block is loaded once, stored, and folded into the CRC from the
+//! register. On the CPUs of BENCHMARKS.md the CRC then costs a few nanoseconds per 1.4 KiB on
+//! top of the copy instead of 25-50.
+//!
+//! On a CPU without those features every function still works: [`crc32c_append`] falls back
+//! to the `crc32c` crate, the copying forms to a copy and then that CRC. [`accelerated`] says
+//! which path runs. Callers that choose between implementations by calibration (the
+//! `netcore::crc` facade) time this crate against the others.
+//!
+//! This is the only crate of CPU kernels with `unsafe`: intrinsics need `#[target_feature]`
+//! functions, called only after the features were detected at run time, and raw loads and
+//! stores. The safe functions are sound for any input; [`copy_crc32c_raw`] is for callers
+//! whose destination or source is shared memory (no `&mut [u8]` may be formed over it).
+
+#[cfg(target_arch = "x86_64")]
+mod fold;
+pub mod poly;
+
+/// Whether the folding kernels run on this CPU (AVX-512F, VPCLMULQDQ, PCLMULQDQ, SSE4.2);
+/// otherwise the functions of this crate fall back to the `crc32c` crate. Detected once.
+pub fn accelerated() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        fold::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Continue a CRC32c: `crc32c_append(crc32c_append(0, a), b)` is the CRC32c of `a ++ b`
+/// (the same convention as the `crc32c` crate: `crc` is a finished CRC value).
+#[inline]
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if fold::available() {
+        // SAFETY: the features `fold::crc` needs were detected (`available`); `data` is valid
+        // for reads of its length, and nothing is written (no destination).
+        return unsafe { fold::crc(!crc, data.as_ptr(), data.len()) } ^ !0;
+    }
+    ::crc32c::crc32c_append(crc, data)
+}
+
+/// Copy `src` into `dst[..src.len()]` and continue the CRC32c `crc` over the same bytes, in
+/// one pass. Returns the new CRC.
+///
+/// # Panics
+/// If `dst` is shorter than `src` (as `copy_from_slice` does).
+#[inline]
+pub fn copy_crc32c(crc: u32, src: &[u8], dst: &mut [u8]) -> u32 {
+    assert!(
+        dst.len() >= src.len(),
+        "copy_crc32c: destination of {} bytes for {} bytes",
+        dst.len(),
+        src.len()
+    );
+    // SAFETY: src is valid for reads and dst for writes of src.len() bytes (checked above);
+    // a `&[u8]` and a `&mut [u8]` cannot overlap.
+    unsafe { copy_crc32c_raw(crc, src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
+/// [`copy_crc32c`] over raw pointers, for memory shared with another process (a registered
+/// region), over which no Rust reference may be formed. Each source byte is read once: the
+/// CRC covers the values copied, even if another process changes the source meanwhile.
+///
+/// # Safety
+/// `src` must be valid for reads of `len` bytes and `dst` valid for writes of `len` bytes,
+/// and the two ranges must not overlap. No alignment is required.
+#[inline]
+pub unsafe fn copy_crc32c_raw(crc: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if fold::available() {
+        // SAFETY: the features were detected; the caller guarantees the ranges.
+        return unsafe { fold::copy_crc(!crc, src, dst, len) } ^ !0;
+    }
+    // SAFETY: the caller guarantees both ranges and that they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+    // SAFETY: dst now holds len initialised bytes that we just wrote; the slice lives only
+    // for this call, while the caller's contract keeps the range valid. The CRC is taken over
+    // the copy, so a concurrent writer of the source cannot make it differ from what was copied.
+    let copied = unsafe { std::slice::from_raw_parts(dst.cast_const(), len) };
+    ::crc32c::crc32c_append(crc, copied)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,96 @@
+//! The kernels against the `crc32c` crate at every length around each path's boundaries,
+//! from several registers, at unaligned offsets, and the copies byte for byte.
+
+use super::*;
+
+fn data(n: usize, seed: u32) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(0x9e37_79b9)) as u8 >> (i % 3))
+        .collect()
+}
+
+/// Lengths 0..=1100 (every path and every tail), then sizes FPDUs have.
+fn lengths() -> impl Iterator<Item = usize> {
+    (0..=1100).chain([1448, 1460, 4096, 8940, 9000, 65536 + 7])
+}
+
+#[test]
+fn rfc3720_vectors() {
+    let inc: Vec<u8> = (0u8..32).collect();
+    let dec: Vec<u8> = (0u8..32).rev().collect();
+    assert_eq!(crc32c_append(0, &[0u8; 32]), 0x8a91_36aa);
+    assert_eq!(crc32c_append(0, &[0xffu8; 32]), 0x62a8_ab43);
+    assert_eq!(crc32c_append(0, &inc), 0x46dd_794e);
+    assert_eq!(crc32c_append(0, &dec), 0x113f_db5c);
+    assert_eq!(crc32c_append(0, b"123456789"), 0xe306_9283);
+}
+
+#[test]
+fn every_length_and_offset_matches_the_reference() {
+    let buf = data(65536 + 100, 1);
+    for len in lengths() {
+        for off in [0usize, 1, 7, 13, 63] {
+            for crc in [0u32, 0xffff_ffff, 0x1234_5678] {
+                let d = &buf[off..off + len];
+                let want = ::crc32c::crc32c_append(crc, d);
+                assert_eq!(
+                    crc32c_append(crc, d),
+                    want,
+                    "len {len} off {off} crc {crc:#x}"
+                );
+                let mut out = vec![0xa5u8; len + 2];
+                let got = copy_crc32c(crc, d, &mut out[1..]);
+                assert_eq!(got, want, "copy: len {len} off {off} crc {crc:#x}");
+                assert_eq!(&out[1..=len], d, "copied bytes: len {len} off {off}");
+                assert_eq!((out[0], out[len + 1]), (0xa5, 0xa5), "outside: len {len}");
+            }
+        }
+    }
+}
+
+#[test]
+fn appending_pieces_gives_the_whole() {
+    let buf = data(9000, 2);
+    let whole = ::crc32c::crc32c_append(0, &buf);
+    for split in [0usize, 1, 63, 64, 255, 256, 257, 1448, 4095, 8999, 9000] {
+        let (a, b) = buf.split_at(split);
+        assert_eq!(
+            crc32c_append(crc32c_append(0, a), b),
+            whole,
+            "split {split}"
+        );
+        let mut out = vec![0u8; 9000];
+        let (oa, ob) = out.split_at_mut(split);
+        let c = copy_crc32c(copy_crc32c(0, a, oa), b, ob);
+        assert_eq!(c, whole, "copy split {split}");
+        assert_eq!(out, buf);
+    }
+}
+
+#[test]
+fn the_copy_into_a_longer_destination_leaves_the_rest() {
+    let src = data(300, 3);
+    let mut dst = vec![7u8; 400];
+    copy_crc32c(0, &src, &mut dst);
+    assert_eq!(&dst[..300], &src[..]);
+    assert!(dst[300..].iter().all(|&b| b == 7));
+}
+
+#[test]
+#[should_panic(expected = "destination of 10 bytes for 11 bytes")]
+fn a_short_destination_panics_before_writing() {
+    copy_crc32c(0, &[0u8; 11], &mut [0u8; 10]);
+}
+
+#[test]
+fn reports_the_path() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let want = std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("vpclmulqdq")
+            && std::is_x86_feature_detected!("pclmulqdq")
+            && std::is_x86_feature_detected!("sse4.2");
+        assert_eq!(accelerated(), want);
+    }
+}
