@@ -7,7 +7,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, 
 
 fn kernels(c: &mut Criterion) {
     let mut g = c.benchmark_group("crc32c");
-    for len in [64usize, 512, 1448, 4096, 8940] {
+    for len in [64usize, 512, 1448, 2048, 4096, 8940] {
         let src: Vec<u8> = (0..len as u32).map(|i| (i * 31 + 7) as u8).collect();
         let mut dst = vec![0u8; len];
         g.throughput(Throughput::Bytes(len as u64));

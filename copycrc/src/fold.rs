@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::poly::fold_pair;
+use crate::poly::{fold_pair, shift_const};
 
 /// 0: not probed; 1: no; 2: yes.
 static AVAILABLE: AtomicU8 = AtomicU8::new(0);
@@ -128,59 +128,194 @@ pub(crate) unsafe fn copy_crc(state: u32, src: *const u8, dst: *mut u8, len: usi
     unsafe { kernel::<true>(state, src, dst, len) }
 }
 
+/// Shortest input for [`hybrid`]: below it, the combination's fixed latency costs more than
+/// the `crc32` streams save (`cargo bench -p copycrc --bench kernels`, BENCHMARKS.md §3).
+const HYBRID_MIN: usize = 2048;
+/// Bytes per [`hybrid`] step: 512 folded, [`STREAM_STEP`] for each of three `crc32` streams.
+const STEP: usize = 512 + 3 * STREAM_STEP;
+/// Bytes each `crc32` stream takes per step: ten instructions, under the 16 carry-less
+/// multiplications of the folded 512 bytes.
+const STREAM_STEP: usize = 80;
+/// Most steps whose stream shifts are tabled; longer inputs fold the rest.
+const MAX_STEPS: usize = 128;
+/// For `n` steps (index `n - 1`): the multipliers moving a register over `s`, `2s` and `3s`
+/// bytes, `s = n * STREAM_STEP` ([`shift_const`]).
+const SHIFTS: [[u64; 3]; MAX_STEPS] = {
+    let mut t = [[0u64; 3]; MAX_STEPS];
+    let mut n = 0;
+    while n < MAX_STEPS {
+        let s = ((n + 1) * STREAM_STEP) as u32;
+        t[n] = [shift_const(s), shift_const(2 * s), shift_const(3 * s)];
+        n += 1;
+    }
+    t
+};
+
 /// # Safety
 /// As [`copy_crc`] (with `COPY` false, `dst` is not used).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
 unsafe fn kernel<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
+    if len >= HYBRID_MIN {
+        // SAFETY: forwarded contract.
+        return unsafe { hybrid::<COPY>(state, src, dst, len) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { folded::<COPY>(state, src, dst, len) }
+}
+
+/// The carry-less multiplier folds about 16 bytes a cycle on the CPUs of BENCHMARKS.md and
+/// the `crc32` instruction runs on other ports. So the input is split: the first part is
+/// folded 512 bytes a step, and in the same step three `crc32` streams from zero registers
+/// each take [`STREAM_STEP`] bytes of the last `3s` (their latency chains run under the
+/// folding). The four registers are then combined by moving each over the bytes after it
+/// ([`shift_const`]): the CRC register is linear, the register after `A ++ B` from `r` is the
+/// one after `A` moved over `B`, plus `B`'s from zero.
+///
+/// # Safety
+/// As [`kernel`], with `len >= HYBRID_MIN`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
+unsafe fn hybrid<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
+    let n = (len / STEP).clamp(1, MAX_STEPS);
+    let s = n * STREAM_STEP;
+    // a >= 512 n: the folded part holds every step's 512 bytes.
+    let a = len - 3 * s;
+    // SAFETY: a >= 512.
+    let mut acc = unsafe { first8::<COPY>(state, src, dst) };
+    let mut r = [0u64; 3];
+    let k = splat(K512B);
+    for step in 0..n {
+        if step > 0 {
+            // SAFETY: 512 (step + 1) <= 512 n <= a.
+            unsafe { fold8::<COPY>(&mut acc, k, src, dst, 512 * step) };
+        }
+        let base = step * STREAM_STEP;
+        for w in (0..STREAM_STEP).step_by(8) {
+            for (i, reg) in r.iter_mut().enumerate() {
+                // SAFETY: a + i s + base + w + 8 <= a + 3 s = len: inside the source range.
+                let word = unsafe { src.add(a + i * s + base + w).cast::<u64>().read_unaligned() };
+                *reg = _mm_crc32_u64(*reg, word);
+            }
+        }
+    }
+    // SAFETY: [512 n, a) is inside both ranges.
+    let ra = unsafe { finish::<COPY>(merge8(acc), src, dst, 512 * n, a) };
+    if COPY {
+        // SAFETY: [a, len) is inside both ranges, which do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(a), dst.add(a), 3 * s) };
+    }
+    let [k1, k2, k3] = SHIFTS[n - 1];
+    shift(ra, k3) ^ shift(r[0] as u32, k2) ^ shift(r[1] as u32, k1) ^ r[2] as u32
+}
+
+/// Register `r` moved over the zero bytes `k` stands for ([`shift_const`]).
+#[inline]
+#[target_feature(enable = "pclmulqdq,sse4.2")]
+fn shift(r: u32, k: u64) -> u32 {
+    let p =
+        _mm_clmulepi64_si128::<0x00>(_mm_cvtsi64_si128(i64::from(r)), _mm_cvtsi64_si128(k as i64));
+    _mm_crc32_u64(0, _mm_cvtsi128_si64(p) as u64) as u32
+}
+
+/// The first 512 bytes as eight accumulators, the register added to the first 32 bits (RFC
+/// 3720 B.4's shift register and a CRC of the message with that prefix added are the same
+/// linear map).
+///
+/// # Safety
+/// `[0, 512)` lies inside both ranges of the kernel's contract.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn first8<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8) -> [__m512i; 8] {
+    let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(state as i32));
+    // SAFETY: the caller's range.
+    let mut a =
+        [0usize, 64, 128, 192, 256, 320, 384, 448].map(|at| unsafe { block::<COPY>(src, dst, at) });
+    a[0] = _mm512_xor_si512(a[0], seed);
+    a
+}
+
+/// The eight accumulators folded forward 512 bytes over the bytes at `at`.
+///
+/// # Safety
+/// `[at, at + 512)` lies inside both ranges of the kernel's contract.
+#[inline]
+#[target_feature(enable = "avx512f,vpclmulqdq")]
+unsafe fn fold8<const COPY: bool>(
+    acc: &mut [__m512i; 8],
+    k: __m512i,
+    src: *const u8,
+    dst: *mut u8,
+    at: usize,
+) {
+    for (i, a) in acc.iter_mut().enumerate() {
+        // SAFETY: at + 64 i + 64 <= at + 512: the caller's range.
+        let y = unsafe { block::<COPY>(src, dst, at + 64 * i) };
+        *a = fold512(*a, k, y);
+    }
+}
+
+/// The eight accumulators lined up with the last: one 512-bit state.
+#[inline]
+#[target_feature(enable = "avx512f,vpclmulqdq")]
+fn merge8(a: [__m512i; 8]) -> __m512i {
+    let k4 = splat(K256B);
+    let b = [
+        fold512(a[0], k4, a[4]),
+        fold512(a[1], k4, a[5]),
+        fold512(a[2], k4, a[6]),
+        fold512(a[3], k4, a[7]),
+    ];
+    let t = fold512(b[0], splat(K192B), b[3]);
+    let t = fold512(b[1], splat(K128B), t);
+    fold512(b[2], splat(K64B), t)
+}
+
+/// The folding kernel alone.
+///
+/// # Safety
+/// As [`kernel`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
+unsafe fn folded<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
     if len < 64 {
         // SAFETY: forwarded contract, whole range.
         return unsafe { tail::<COPY>(state, src, dst, 0, len) };
     }
-    // The register is added to the first 32 bits of the data (RFC 3720 B.4's shift register
-    // and a CRC of the message with that prefix added are the same linear map).
-    let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(state as i32));
-    let mut at;
-    let mut x;
-    if len >= 512 {
-        // SAFETY: len >= 512.
-        let mut a = unsafe {
-            [
-                _mm512_xor_si512(block::<COPY>(src, dst, 0), seed),
-                block::<COPY>(src, dst, 64),
-                block::<COPY>(src, dst, 128),
-                block::<COPY>(src, dst, 192),
-                block::<COPY>(src, dst, 256),
-                block::<COPY>(src, dst, 320),
-                block::<COPY>(src, dst, 384),
-                block::<COPY>(src, dst, 448),
-            ]
-        };
-        at = 512;
-        let k = splat(K512B);
-        while at + 512 <= len {
-            for (i, acc) in a.iter_mut().enumerate() {
-                // SAFETY: at + 64 * i + 64 <= at + 512 <= len.
-                let y = unsafe { block::<COPY>(src, dst, at + 64 * i) };
-                *acc = fold512(*acc, k, y);
-            }
-            at += 512;
-        }
-        let k4 = splat(K256B);
-        let b = [
-            fold512(a[0], k4, a[4]),
-            fold512(a[1], k4, a[5]),
-            fold512(a[2], k4, a[6]),
-            fold512(a[3], k4, a[7]),
-        ];
-        let t = fold512(b[0], splat(K192B), b[3]);
-        let t = fold512(b[1], splat(K128B), t);
-        x = fold512(b[2], splat(K64B), t);
-    } else {
+    if len < 512 {
+        let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(state as i32));
         // SAFETY: len >= 64.
-        x = _mm512_xor_si512(unsafe { block::<COPY>(src, dst, 0) }, seed);
-        at = 64;
+        let x = _mm512_xor_si512(unsafe { block::<COPY>(src, dst, 0) }, seed);
+        // SAFETY: [64, len) is inside both ranges.
+        return unsafe { finish::<COPY>(x, src, dst, 64, len) };
     }
+    // SAFETY: len >= 512.
+    let mut acc = unsafe { first8::<COPY>(state, src, dst) };
+    let mut at = 512;
+    let k = splat(K512B);
+    while at + 512 <= len {
+        // SAFETY: at + 512 <= len.
+        unsafe { fold8::<COPY>(&mut acc, k, src, dst, at) };
+        at += 512;
+    }
+    // SAFETY: [at, len) is inside both ranges.
+    unsafe { finish::<COPY>(merge8(acc), src, dst, at, len) }
+}
+
+/// The register after the bytes before `at` (folded into `x`) and `[at, len)`: 64-byte
+/// folds, the four lanes into one, 16-byte folds, then the `crc32` instruction.
+///
+/// # Safety
+/// `[at, len)` lies inside both ranges of the kernel's contract.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
+unsafe fn finish<const COPY: bool>(
+    mut x: __m512i,
+    src: *const u8,
+    dst: *mut u8,
+    mut at: usize,
+    len: usize,
+) -> u32 {
     let k = splat(K64B);
     while at + 64 <= len {
         // SAFETY: at + 64 <= len.
@@ -194,12 +329,18 @@ unsafe fn kernel<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len
         v = fold128(v, k, unsafe { block16::<COPY>(src, dst, at) });
         at += 16;
     }
-    // The last 16 bytes of state: a CRC of them from a zero register is the register.
-    let lo = _mm_cvtsi128_si64(v) as u64;
-    let hi = _mm_extract_epi64::<1>(v) as u64;
-    let r = _mm_crc32_u64(_mm_crc32_u64(0, lo), hi) as u32;
+    let r = register(v);
     // SAFETY: [at, len) is inside both ranges.
     unsafe { tail::<COPY>(r, src, dst, at, len) }
+}
+
+/// The last 16 bytes of state: a CRC of them from a zero register is the register.
+#[inline]
+#[target_feature(enable = "sse4.2")]
+fn register(v: __m128i) -> u32 {
+    let lo = _mm_cvtsi128_si64(v) as u64;
+    let hi = _mm_extract_epi64::<1>(v) as u64;
+    _mm_crc32_u64(_mm_crc32_u64(0, lo), hi) as u32
 }
 
 /// The four 128-bit lanes of `x` folded into one: 48, 32 and 16 bytes forward, and the last.

@@ -34,6 +34,50 @@ pub const fn xpow_mod(n: u32) -> u32 {
     r
 }
 
+/// `a * b mod P` in normal bit order.
+pub const fn mul_mod(a: u32, b: u32) -> u32 {
+    // Horner over b's bits from the top: r = r * x + a * b_i.
+    let mut r: u32 = 0;
+    let mut i = 32;
+    while i > 0 {
+        i -= 1;
+        let carry = r & 0x8000_0000 != 0;
+        r <<= 1;
+        if carry {
+            r ^= POLY;
+        }
+        if b >> i & 1 == 1 {
+            r ^= a;
+        }
+    }
+    r
+}
+
+/// `x^n mod P` by squaring (for large `n` at compile time).
+pub const fn xpow_mod_fast(n: u32) -> u32 {
+    let mut result: u32 = 1;
+    let mut base: u32 = 2; // x
+    let mut e = n;
+    while e > 0 {
+        if e & 1 == 1 {
+            result = mul_mod(result, base);
+        }
+        base = mul_mod(base, base);
+        e >>= 1;
+    }
+    result
+}
+
+/// The multiplier that moves a 32-bit CRC register forward over `bytes` zero bytes
+/// (`bytes` >= 5): a carry-less product of the register (reflected, in the low 32 bits) with
+/// it, reduced by the `crc32` instruction from a zero register, is the register after those
+/// bytes. The product of two 32-bit reflections carries x^-62 where the instruction's 64-bit
+/// operand means x^-63 and the instruction multiplies by x^32, so the constant is
+/// `x^(8 * bytes - 33) mod P`, reflected into the low 32 bits.
+pub const fn shift_const(bytes: u32) -> u64 {
+    xpow_mod_fast(8 * bytes - 33).reverse_bits() as u64
+}
+
 /// A polynomial of degree < 32 reflected into the top half of a 64-bit operand (the
 /// coefficient of x^d in bit 63-d).
 pub const fn reflect64(k: u32) -> u64 {
@@ -83,6 +127,28 @@ mod tests {
             span.resize(dist, 0);
             span.extend_from_slice(b);
             assert_eq!(raw(&y.to_le_bytes()), raw(&span), "distance {dist}");
+        }
+    }
+
+    #[test]
+    fn fast_powers_agree() {
+        for n in [0u32, 1, 31, 32, 33, 100, 1000, 4159] {
+            assert_eq!(xpow_mod_fast(n), xpow_mod(n), "x^{n}");
+        }
+    }
+
+    /// Moving a register over n zero bytes with [`shift_const`] equals feeding those zeros.
+    #[test]
+    fn shifting_a_register_equals_feeding_zeros() {
+        let raw = |r: u32, bytes: &[u8]| !::crc32c::crc32c_append(!r, bytes);
+        for n in [5usize, 8, 64, 128, 384, 1024] {
+            for r in [1u32, 0x8000_0000, 0xdead_beef] {
+                let k = shift_const(n as u32);
+                let v = clmul(u64::from(r), k) as u64;
+                // The crc32 instruction from a zero register over v's 8 little-endian bytes.
+                let moved = raw(0, &v.to_le_bytes());
+                assert_eq!(moved, raw(r, &vec![0u8; n]), "n {n} r {r:#x}");
+            }
         }
     }
 
