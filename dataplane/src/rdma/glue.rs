@@ -81,10 +81,16 @@ pub(crate) struct Unsealed {
     off: u64,
     at: usize,
     len: usize,
+    /// Read by [`TxLog::read_fused`], which met an FPDU cut by the segment's edges: that one
+    /// lacks its CRC (the others have theirs).
+    fused: bool,
+    /// Every CRC is in place (a fused read that met no cut FPDU): only the sum is missing.
+    sealed: bool,
 }
 
 /// Complete a frame copied as [`Unsealed`] says: the CRC of every FPDU in it over the bytes
-/// in the frame ([`TxLog::seal`]), then the payload's sum added to the TCP checksum field.
+/// in the frame ([`TxLog::seal`]; after a fused read, [`TxLog::read_fused`], only of the FPDUs
+/// cut by the payload's edges), then the payload's sum added to the TCP checksum field.
 /// The sender finishes a batch of frames this way after copying all of them, instead of each
 /// right after its copy: reading bytes just written stalls on the stores still in flight
 /// (about 20 ns per 1448-byte FPDU on the CPUs of BENCHMARKS.md), reading them a batch later
@@ -99,7 +105,11 @@ pub(crate) fn finish_copy(log: &TxLog, m: &mut Mbuf, u: Unsealed) {
     let Some(p) = d.get_mut(u.at..u.at + u.len) else {
         return;
     };
-    log.seal(u.off, p);
+    match (u.fused, u.sealed) {
+        (_, true) => {}
+        (true, false) => log.seal_cut(u.off, p),
+        (false, false) => log.seal(u.off, p),
+    }
     // TCP headers are whole 32-bit words, so the payload starts on a 16-bit word boundary of
     // the segment (RFC 1071 §2(B)).
     let sum = ones_complement_sum(p);
@@ -204,12 +214,21 @@ pub(crate) fn emit_zero_copy(
                 return Emitted::NoMbuf;
             };
             if copy {
-                // CRCs and the payload's sum (the header's is in the field) come later.
-                log.read_unsealed(t.payload.start, p);
+                // The payload's sum (the header's is in the field) comes later, and so do the
+                // CRCs unless the copy computes them.
+                let fused = log.fuses();
+                let sealed = if fused {
+                    !log.read_fused(t.payload.start, p)
+                } else {
+                    log.read_unsealed(t.payload.start, p);
+                    false
+                };
                 unsealed = Some(Unsealed {
                     off: t.payload.start,
                     at: hdr + t.header_len,
                     len: plen,
+                    fused,
+                    sealed,
                 });
             } else {
                 tcp::SendSource::read(log, t.payload.start, p);

@@ -315,6 +315,30 @@ impl Region {
         true
     }
 
+    /// Copy region bytes from `off` into `dst` and feed `crc` with the bytes copied, in one
+    /// pass when the CRC implementation in use fuses copies ([`netcore::crc::CrcImpl::fuses_copy`];
+    /// otherwise a copy, then the CRC of `dst`). False (dst zeroed, and its zeros fed) when out
+    /// of range. The sender's copy of a payload into a frame ([`super::txlog::TxLog::read_fused`]).
+    pub fn read_crc(&self, off: u64, dst: &mut [u8], crc: &mut Crc32c) -> bool {
+        match self.range(off, dst.len()) {
+            Some(src) if netcore::crc::current().fuses_copy() => {
+                // SAFETY: src..src+len is inside the live mapping (range), dst is our own
+                // buffer (no overlap); a concurrent writer in another process can only change
+                // the values read, and the CRC covers the values copied.
+                let v = unsafe {
+                    copycrc::copy_crc32c_raw(crc.value(), src, dst.as_mut_ptr(), dst.len())
+                };
+                *crc = Crc32c::from_value(v);
+                true
+            }
+            _ => {
+                let ok = self.read(off, dst);
+                crc.update(dst);
+                ok
+            }
+        }
+    }
+
     /// Run `f` over region bytes `[off, off + len)` in chunks of at most `CHUNK` bytes, each
     /// copied to a stack buffer first (the application may change shared memory while we read
     /// it: the chunk is what we hash and what the caller sees). False when out of range.
@@ -373,6 +397,13 @@ fn copy_crc(src: &[u8], dst: *mut u8, crc: Option<&mut Crc32c>) {
             // SAFETY: dst is valid for src.len() bytes (caller checked the range) and does not
             // overlap src (src is an mbuf or our own buffer, dst registered memory).
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
+        }
+        Some(c) if netcore::crc::current().fuses_copy() => {
+            // SAFETY: dst is valid for src.len() bytes (caller checked the range) and does not
+            // overlap src (src is an mbuf or our own buffer, dst registered memory); it is
+            // shared memory, so it is passed as a pointer, never as a reference.
+            let v = unsafe { copycrc::copy_crc32c_raw(c.value(), src.as_ptr(), dst, src.len()) };
+            *c = Crc32c::from_value(v);
         }
         Some(c) => {
             for (i, chunk) in src.chunks(CHUNK).enumerate() {

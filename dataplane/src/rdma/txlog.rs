@@ -925,6 +925,16 @@ impl TxLog {
     /// usual case: TCP sends whole FPDUs), else over the record rebuilt aside (a tail-loss
     /// probe or a retransmission from the middle of a record).
     pub fn seal(&self, off: u64, dst: &mut [u8]) {
+        self.seal_where(off, dst, true);
+    }
+
+    /// [`TxLog::seal`] for bytes read by [`TxLog::read_fused`]: only the FPDUs cut by `dst`'s
+    /// edges, whose CRCs the fused read left out.
+    pub fn seal_cut(&self, off: u64, dst: &mut [u8]) {
+        self.seal_where(off, dst, false);
+    }
+
+    fn seal_where(&self, off: u64, dst: &mut [u8], whole: bool) {
         let end = off + dst.len() as u64;
         let Some(mut i) = self.find(off) else {
             return;
@@ -943,7 +953,9 @@ impl TxLog {
                 if fs >= end {
                     break;
                 }
-                self.seal_one(fs, fs + fl, off, dst);
+                if whole || fs < off || fs + fl > end {
+                    self.seal_one(fs, fs + fl, off, dst);
+                }
             }
         }
     }
@@ -1031,8 +1043,102 @@ impl TxLog {
     }
 }
 
+impl TxLog {
+    /// Whether [`TxLog::read_fused`] applies: CRCs deferred to the copy, and a CRC
+    /// implementation that computes them in the copy's pass.
+    pub fn fuses(&self) -> bool {
+        self.defer_crc && netcore::crc::current().fuses_copy()
+    }
+
+    /// [`SendSource::read`] with the copy and the deferred CRCs ([`LogMode::defer_crc`]) in one
+    /// pass: each FPDU whole in `dst` is copied part by part with its CRC computed from the
+    /// bytes as they pass (the region's through [`Region::read_crc`]), and its CRC field
+    /// written (RFC 5044 §4.4: the CRC covers every octet before the field). An FPDU cut by
+    /// `dst`'s edges (a tail-loss probe, a retransmission from the middle of a record) is
+    /// read unsealed: [`TxLog::seal_cut`] completes it. Past the log's end `dst` is zeroed.
+    /// Returns whether such an FPDU was met (false: every CRC in `dst` is filled in).
+    pub fn read_fused(&self, stream_offset: u64, dst: &mut [u8]) -> bool {
+        let end = stream_offset + dst.len() as u64;
+        let mut at = stream_offset;
+        let mut cut = false;
+        while at < end {
+            let Some(r) = self.find(at).and_then(|i| self.recs.get(i)) else {
+                break;
+            };
+            let fl = r.fpdu_len().max(1);
+            let k = (at - r.start) / fl;
+            let (fs, fe) = (r.start + k * fl, (r.start + (k + 1) * fl).min(r.end()));
+            let stop = fe.min(end);
+            let d = &mut dst[(at - stream_offset) as usize..(stop - stream_offset) as usize];
+            let whole = r.crc_later && fs == at && fe <= end;
+            cut |= r.crc_later && !whole;
+            if !(whole && self.copy_fpdu(r, k as u32, d)) {
+                self.read_unsealed(at, d);
+                if whole {
+                    seal_fpdu(d);
+                }
+            }
+            at = stop;
+        }
+        if let Some(rest) = dst.get_mut((at - stream_offset) as usize..) {
+            rest.fill(0);
+        }
+        cut
+    }
+
+    /// Copy FPDU `k` of `r` (deferred CRC) into `d`, its exact length, computing its CRC on
+    /// the way. False (nothing reliable in `d`) when its parts do not add up to `d`.
+    fn copy_fpdu(&self, r: &Record, k: u32, d: &mut [u8]) -> bool {
+        let Some(covered) = d.len().checked_sub(iwarp::mpa::CRC_LEN) else {
+            return false;
+        };
+        let mut crc = Crc32c::new();
+        let mut w = 0;
+        for p in r.fpdu_parts(k, &self.regions).into_iter().flatten() {
+            let n = p.len();
+            let Some(seg) = d.get_mut(w..w + n) else {
+                return false;
+            };
+            // Bytes past `covered` are the CRC field itself (zeros in the trailer).
+            let hashed = covered.saturating_sub(w).min(n);
+            match p {
+                Part::Bytes(b) => crc.copy_update(&b[..hashed], &mut seg[..hashed]),
+                Part::Inline(b, _) => crc.copy_update(&b[..hashed], &mut seg[..hashed]),
+                Part::Region { region, offset, .. } if hashed == n => {
+                    region.read_crc(offset, seg, &mut crc);
+                }
+                Part::Region { .. } => return false,
+            }
+            if let (Some(rest), Some(src)) = (seg.get_mut(hashed..), part_bytes(&p, hashed)) {
+                rest.copy_from_slice(src);
+            }
+            w += n;
+        }
+        if w != d.len() {
+            return false;
+        }
+        d[covered..].copy_from_slice(&iwarp::mpa::crc_to_wire(crc.value()));
+        true
+    }
+}
+
+/// The inline bytes of `p` from `from` on (None for a region part).
+fn part_bytes<'a>(p: &'a Part<'_>, from: usize) -> Option<&'a [u8]> {
+    match p {
+        Part::Bytes(b) => b.get(from..),
+        Part::Inline(b, n) => b.get(from..usize::from(*n)),
+        Part::Region { .. } => None,
+    }
+}
+
 impl SendSource for TxLog {
     fn read(&mut self, stream_offset: u64, dst: &mut [u8]) {
+        if self.fuses() {
+            if self.read_fused(stream_offset, dst) {
+                self.seal_cut(stream_offset, dst);
+            }
+            return;
+        }
         self.read_unsealed(stream_offset, dst);
         if self.defer_crc {
             // Past the log's end `dst` holds zeros, which no record's CRC field covers.
@@ -1263,6 +1369,41 @@ mod tests {
                     a.ack(a.end(), &mut tokens);
                     assert_eq!((b.regions.held(), a.regions.held()), (0, 0));
                 }
+            }
+        }
+    }
+
+    /// The fused copy (CRCs computed while the FPDUs are copied, then only the cut ones
+    /// sealed) reads exactly what the copy followed by a CRC pass reads, over a grid of ranges
+    /// that start and end inside headers, payloads and CRC fields, past the log's end too.
+    /// Called directly, both paths run whatever CRC implementation the process chose.
+    #[test]
+    fn fused_reads_like_copy_then_seal() {
+        for emss in [200usize, 1460] {
+            for max_count in [1u32, 1000] {
+                let mut s = setup(9000);
+                let (log, lens) = build_runs(&mut s, true, emss, max_count);
+                let total = (log.end() - log.start()) as usize;
+                for start in (0..total).step_by(89) {
+                    for len in [1, 4, 5, 100, 1453, 1466, 3000, total + 10] {
+                        let len = len.min(total + 10 - start);
+                        let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
+                        if log.read_fused(start as u64, &mut x) {
+                            log.seal_cut(start as u64, &mut x);
+                        }
+                        log.read_unsealed(start as u64, &mut y);
+                        log.seal(start as u64, &mut y);
+                        assert_eq!(x, y, "emss {emss} run {max_count} @{start}+{len}");
+                    }
+                }
+                // FPDUs read whole by the fused copy carry valid CRCs (the deframer checks
+                // them) and nothing else sealed them.
+                let mut all = vec![0u8; total];
+                assert!(!log.read_fused(0, &mut all), "nothing cut");
+                assert_eq!(
+                    deframe(&all[lens[0] as usize..], true).len(),
+                    lens.len() - 1
+                );
             }
         }
     }
