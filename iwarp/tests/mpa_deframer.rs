@@ -624,6 +624,58 @@ fn whole_fpdu_fast_path_agrees_with_deframe() {
     }
 }
 
+/// The unchecked fast path (the placer computes the CRC while it copies): the same FPDU as
+/// the checked one, whose CRC parts give back exactly the CRC field's verdict, a mismatch
+/// with the MPA CRC error for any flipped octet that the length field lets through.
+#[test]
+fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
+    let mut rng = Xoshiro256::seed_from_u64(78);
+    let msgs = ulpdus(&mut rng, 8, 1500);
+    let fcfg = FramerConfig {
+        crc: true,
+        markers: false,
+        stream_pos: 0,
+    };
+    let stream = frame_all(fcfg, &msgs);
+    let cfg = DeframerConfig {
+        crc: true,
+        ..Default::default()
+    };
+    let d = Deframer::new(cfg);
+    let crc_of = |w: &iwarp::mpa::WholeFpdu<'_>| {
+        let u = w.unchecked.expect("CRC parts");
+        let mut c = u.start();
+        c.update(w.ulpdu);
+        u.check(c)
+    };
+    let mut off = 0;
+    for m in &msgs {
+        let w = d.peek_whole_unchecked(&stream[off..]).expect("whole FPDU");
+        assert_eq!(w.ulpdu, &m[..]);
+        assert_eq!(crc_of(&w), Ok(()));
+        let checked = d.peek_whole(&stream[off..]).unwrap();
+        assert_eq!(
+            (checked.len, checked.ulpdu, checked.unchecked),
+            (w.len, w.ulpdu, None)
+        );
+        off += w.len;
+    }
+    let first = d.peek_whole(&stream).unwrap().len;
+    for pos in 2..first {
+        let mut bad = stream.clone();
+        bad[pos] ^= 0x04;
+        let w = d.peek_whole_unchecked(&bad).expect("same length field");
+        assert!(
+            matches!(crc_of(&w), Err(MpaError::Crc { .. })),
+            "flip at {pos}"
+        );
+    }
+    // CRCs off: nothing to check.
+    let plain = frame_all(FramerConfig { crc: false, ..fcfg }, &msgs);
+    let d = Deframer::new(DeframerConfig { crc: false, ..cfg });
+    assert_eq!(d.peek_whole_unchecked(&plain).unwrap().unchecked, None);
+}
+
 #[test]
 fn whole_fpdu_fast_path_declines_what_it_cannot_vouch_for() {
     let mut rng = Xoshiro256::seed_from_u64(77);

@@ -42,7 +42,7 @@ pub(crate) const CRC_COVERS_MARKERS: bool = true;
 /// Put a CRC32c value on the wire: the little-endian bytes of the final value, as iSCSI does
 /// (RFC 3720 B.4; verified against Linux siw captures with "Good CRC32" decodes).
 #[inline]
-pub(crate) fn crc_to_wire(crc: u32) -> [u8; 4] {
+pub fn crc_to_wire(crc: u32) -> [u8; 4] {
     crc.to_le_bytes()
 }
 
@@ -97,6 +97,44 @@ pub struct WholeFpdu<'a> {
     pub len: usize,
     /// The ULPDU (DDP segment), `ULPDU_LENGTH` octets.
     pub ulpdu: &'a [u8],
+    /// From [`Deframer::peek_whole_unchecked`] with CRCs on: what the caller needs to check
+    /// the CRC it computes while placing the ULPDU. `None`: checked already, or CRCs off.
+    pub unchecked: Option<UncheckedCrc<'a>>,
+}
+
+/// The parts of a whole FPDU's CRC check around its ULPDU (RFC 5044 §4.4: the CRC covers the
+/// ULPDU_LENGTH field, the ULPDU and the pad).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UncheckedCrc<'a> {
+    /// The ULPDU_LENGTH field, the first octets the CRC covers.
+    pub len_field: [u8; LEN_FIELD],
+    /// The pad after the ULPDU (0 to 3 octets), the last octets it covers.
+    pub pad: &'a [u8],
+    /// The CRC field's value.
+    pub received: u32,
+}
+
+impl UncheckedCrc<'_> {
+    /// A CRC fed with the ULPDU_LENGTH field: the caller continues it over the ULPDU.
+    pub fn start(&self) -> Crc32c {
+        let mut c = Crc32c::new();
+        c.update(&self.len_field);
+        c
+    }
+
+    /// Finish `crc` (of the length field and the ULPDU) with the pad and compare it with the
+    /// CRC field: the [`MpaError::Crc`] when they differ.
+    pub fn check(&self, mut crc: Crc32c) -> Result<(), MpaError> {
+        crc.update(self.pad);
+        if crc.value() == self.received {
+            Ok(())
+        } else {
+            Err(MpaError::Crc {
+                computed: crc.value(),
+                received: self.received,
+            })
+        }
+    }
 }
 
 /// One event of the deframed stream.
@@ -252,6 +290,26 @@ impl Deframer {
     /// error. The caller takes the FPDU with [`Deframer::consume_whole`].
     #[inline]
     pub fn peek_whole<'a>(&self, input: &'a [u8]) -> Option<WholeFpdu<'a>> {
+        let w = self.peek_whole_unchecked(input)?;
+        match w.unchecked {
+            Some(u) => {
+                // RFC 5044 §4.4: over the length field, the ULPDU and the pad.
+                let covered = input.get(..w.len - CRC_LEN)?;
+                (netcore::crc::crc32c(covered) == u.received).then_some(WholeFpdu {
+                    unchecked: None,
+                    ..w
+                })
+            }
+            None => Some(w),
+        }
+    }
+
+    /// [`Deframer::peek_whole`] without the CRC check, for a caller that computes the CRC
+    /// while it places the ULPDU (the integrated placer: one pass over the octets) and checks
+    /// it with [`WholeFpdu::unchecked`] before it acts on the FPDU. The same conditions
+    /// otherwise; nothing changes until [`Deframer::consume_whole`].
+    #[inline]
+    pub fn peek_whole_unchecked<'a>(&self, input: &'a [u8]) -> Option<WholeFpdu<'a>> {
         if self.cfg.markers
             || self.error.is_some()
             || !matches!(self.phase, Phase::Len { have: 0, .. })
@@ -267,15 +325,18 @@ impl Deframer {
         let covered = LEN_FIELD + n + pad_len(n);
         let fpdu = input.get(..covered + CRC_LEN)?;
         let (body, crc) = fpdu.split_at(covered);
-        if self.cfg.crc {
-            let received = crc_from_wire(*crc.first_chunk::<CRC_LEN>()?);
-            if netcore::crc::crc32c(body) != received {
-                return None;
-            }
-        }
+        let unchecked = match self.cfg.crc {
+            true => Some(UncheckedCrc {
+                len_field: [hi, lo],
+                pad: body.get(LEN_FIELD + n..)?,
+                received: crc_from_wire(*crc.first_chunk::<CRC_LEN>()?),
+            }),
+            false => None,
+        };
         Some(WholeFpdu {
             len: fpdu.len(),
             ulpdu: body.get(LEN_FIELD..LEN_FIELD + n)?,
+            unchecked,
         })
     }
 

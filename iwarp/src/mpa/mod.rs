@@ -22,7 +22,7 @@ pub mod framer;
 pub mod startup;
 pub mod wire;
 
-pub use deframer::{Deframed, Deframer, DeframerConfig, WholeFpdu};
+pub use deframer::{Deframed, Deframer, DeframerConfig, UncheckedCrc, WholeFpdu, crc_to_wire};
 pub use error::{ETYPE_MPA, LAYER_LLP, MpaError};
 pub use framer::{FrameError, Framer, FramerConfig, GatherFpdu, seal_fpdu};
 

@@ -11,7 +11,7 @@ use netcore::crc::Crc32c;
 
 use crate::ddp::wire::{self as ddp, DdpBuf};
 use crate::error::{DdpError, Layer, RdmapError, TermCode, rdmap_etype};
-use crate::mpa::Deframed;
+use crate::mpa::{Deframed, MpaError, WholeFpdu};
 use crate::rdmap::qp::{
     Completion, CqOpcode, Memory, Qp, QpState, RecvRequest, Sge, WcStatus, sq_cq_opcode,
 };
@@ -98,6 +98,14 @@ impl Default for RxState {
     }
 }
 
+/// What [`Qp::rx_whole`] did with a whole FPDU.
+enum Whole {
+    /// Handled and consumed.
+    Done,
+    /// The QP failed (TERMINATE queued): nothing after it is read.
+    Failed,
+}
+
 /// Copy `data` into the SGE list at message offset `off`, feeding `crc` with every byte.
 fn place_sges(
     mem: &mut dyn Memory,
@@ -155,29 +163,19 @@ impl Qp {
                 return input.len();
             }
             let rest = input.get(i..).unwrap_or(&[]);
-            if let Some(w) = self.deframer.peek_whole(rest) {
-                // The whole FPDU is here and its CRC checked: the same steps as the events
-                // below (Start, Data, End), without the per-event state walk.
-                let last = w.ulpdu.first().is_some_and(|&c| c & ddp::FLAG_LAST != 0);
-                if self.rx_write_whole(mem, w.ulpdu) {
-                    self.deframer.consume_whole(&w);
-                    self.rx.msg_end = last;
-                    i += w.len;
-                    continue;
+            let by_placer = self.cfg.crc_by_placer && self.cfg.crc;
+            let whole = match by_placer {
+                true => self.deframer.peek_whole_unchecked(rest),
+                false => self.deframer.peek_whole(rest),
+            };
+            if let Some(w) = whole {
+                match self.rx_whole(mem, &w) {
+                    Whole::Done => {
+                        i += w.len;
+                        continue;
+                    }
+                    Whole::Failed => return input.len(),
                 }
-                self.rx_start(w.ulpdu.len());
-                let r = self.rx_data(mem, w.ulpdu, false);
-                if r.is_ok() {
-                    // `End`: the deframer counts the FPDU before the segment completes.
-                    self.deframer.consume_whole(&w);
-                    i += w.len;
-                }
-                if let Err(code) = r.and_then(|()| self.rx_end(mem)) {
-                    self.rx_fail(code);
-                    return input.len();
-                }
-                self.rx.msg_end = last;
-                continue;
             }
             let (n, ev) = self.deframer.deframe(rest);
             i += n;
@@ -209,14 +207,74 @@ impl Qp {
         i
     }
 
-    /// The data path's common segment, a whole RDMA Write whose CRC the deframer already
-    /// checked, that passes every check `begin_segment` makes for it (RFC 5041 §7.1 versions,
-    /// RFC 5040 §7.1 opcode, RFC 5041 §7.2 / RFC 5042 §5 STag, PD, rights, bounds): placed in
-    /// one step; an RDMA Write completes nothing at the Data Sink (RFC 5040 §5.3). False, with
-    /// nothing done, for anything else: the general path then runs the same checks and
-    /// reports the first failing one.
+    /// A whole FPDU in one slice: the same steps as the deframer's events (Start, Data, End)
+    /// without the per-event state walk. Its CRC is checked already, or (`w.unchecked`, the
+    /// integrated placer) computed while its ULPDU is placed and checked before anything acts
+    /// on it: a mismatch leaves placed octets in the sink, undefined as after any failed
+    /// placement (RFC 5040 §5.1; siw does the same), and sends the MPA CRC error's TERMINATE
+    /// (RFC 5044 §8, layer LLP, ecode 0x02) with no completion.
     #[inline]
-    fn rx_write_whole(&mut self, mem: &mut dyn Memory, ulpdu: &[u8]) -> bool {
+    fn rx_whole(&mut self, mem: &mut dyn Memory, w: &WholeFpdu<'_>) -> Whole {
+        let last = w.ulpdu.first().is_some_and(|&c| c & ddp::FLAG_LAST != 0);
+        let mut crc = w.unchecked.map(|u| u.start());
+        if self.rx_write_whole(mem, w.ulpdu, crc.as_mut()) {
+            if let (Some(u), Some(c)) = (w.unchecked, crc)
+                && let Err(e) = u.check(c)
+            {
+                return self.rx_crc_fail(e);
+            }
+            self.deframer.consume_whole(w);
+            self.rx.msg_end = last;
+            return Whole::Done;
+        }
+        self.rx_start(w.ulpdu.len());
+        if let Some(c) = crc {
+            *self.deframer.crc_state() = c;
+        }
+        // A header the checks refuse is reported as the events' path reports it: at once,
+        // before the CRC is known.
+        if let Err(code) = self.rx_data(mem, w.ulpdu, crc.is_some()) {
+            self.rx_fail(code);
+            return Whole::Failed;
+        }
+        if let Some(u) = w.unchecked
+            && let Err(e) = u.check(*self.deframer.crc_state())
+        {
+            return self.rx_crc_fail(e);
+        }
+        // `End`: the deframer counts the FPDU before the segment completes.
+        self.deframer.consume_whole(w);
+        if let Err(code) = self.rx_end(mem) {
+            self.rx_fail(code);
+            return Whole::Failed;
+        }
+        self.rx.msg_end = last;
+        Whole::Done
+    }
+
+    /// A whole FPDU's CRC did not match (RFC 5044 §8): TERMINATE with the MPA error's code and
+    /// no header, as the deframer's own check does; the framing is lost.
+    fn rx_crc_fail(&mut self, e: MpaError) -> Whole {
+        let (l, t, c) = e.term_code();
+        let code = TermCode::from_raw(l, t, c);
+        tracing::debug!("whole FPDU: {e}");
+        self.fail(code, TerminateHdr::new(code, None, None));
+        Whole::Failed
+    }
+
+    /// The data path's common segment, a whole RDMA Write that passes every check
+    /// `begin_segment` makes for it (RFC 5041 §7.1 versions, RFC 5040 §7.1 opcode, RFC 5041
+    /// §7.2 / RFC 5042 §5 STag, PD, rights, bounds): placed in one step, feeding `crc` (the
+    /// FPDU's CRC, still to be checked) with the ULPDU; an RDMA Write completes nothing at the
+    /// Data Sink (RFC 5040 §5.3). False, with nothing done, for anything else: the general
+    /// path then runs the same checks and reports the first failing one.
+    #[inline]
+    fn rx_write_whole(
+        &mut self,
+        mem: &mut dyn Memory,
+        ulpdu: &[u8],
+        mut crc: Option<&mut Crc32c>,
+    ) -> bool {
         let Some((h, payload)) = ulpdu.split_first_chunk::<{ ddp::TAGGED_HDR_LEN }>() else {
             return false;
         };
@@ -231,8 +289,11 @@ impl Qp {
         let Ok((info, off)) = check_access(&*mem, stag, self.cfg.pd, need, to, len) else {
             return false;
         };
+        if let Some(c) = crc.as_deref_mut() {
+            c.update(h);
+        }
         if !payload.is_empty() {
-            mem.place(info.handle, off, payload, None);
+            mem.place(info.handle, off, payload, crc);
         }
         true
     }
