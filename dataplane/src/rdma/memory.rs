@@ -1011,16 +1011,35 @@ mod tests {
         let data: Vec<u8> = (0..(2 * CHUNK + 77))
             .map(|i| (i * 31 % 251) as u8)
             .collect();
-        let mut crc = Crc32c::new();
-        crc.update(b"prefix");
-        assert!(r.write(3, &data, Some(&mut crc)));
         let mut want = Crc32c::new();
         want.update(b"prefix");
         want.update(&data);
-        assert_eq!(crc, want);
-        let mut back = vec![0u8; data.len()];
-        assert!(m.copy_out(53, &mut back));
-        assert_eq!(back, data);
+        // Each implementation (the choice is process-wide; values never depend on it): the
+        // fused kernel and the chunked passes write the same bytes and CRCs, and `read_crc`
+        // reads them back with the same CRC.
+        let before = netcore::crc::current();
+        for imp in netcore::crc::CrcImpl::ALL {
+            netcore::crc::set_impl(imp);
+            assert!(m.fill(0, &vec![0u8; 3 * CHUNK + 100]));
+            let mut crc = Crc32c::new();
+            crc.update(b"prefix");
+            assert!(r.write(3, &data, Some(&mut crc)), "{imp}");
+            assert_eq!(crc, want, "{imp}");
+            let mut back = vec![0u8; data.len()];
+            assert!(m.copy_out(53, &mut back));
+            assert_eq!(back, data, "{imp}");
+            let mut again = vec![0u8; data.len()];
+            let mut crc = Crc32c::new();
+            crc.update(b"prefix");
+            assert!(r.read_crc(3, &mut again, &mut crc), "{imp}");
+            assert_eq!((crc, &again), (want, &data), "{imp}");
+            // Out of range: zeros, and the CRC of the zeros.
+            let mut past = [7u8; 9];
+            let mut crc = Crc32c::new();
+            assert!(!r.read_crc(3 * CHUNK as u64 - 4, &mut past, &mut crc), "{imp}");
+            assert_eq!((past, crc.value()), ([0; 9], netcore::crc::crc32c(&[0; 9])), "{imp}");
+        }
+        netcore::crc::set_impl(before);
         // One byte past the end: refused, nothing written.
         assert!(!r.write(3 * CHUNK as u64, &[1], None));
         let mut edge = [0u8; 1];
