@@ -1036,8 +1036,15 @@ mod tests {
             // Out of range: zeros, and the CRC of the zeros.
             let mut past = [7u8; 9];
             let mut crc = Crc32c::new();
-            assert!(!r.read_crc(3 * CHUNK as u64 - 4, &mut past, &mut crc), "{imp}");
-            assert_eq!((past, crc.value()), ([0; 9], netcore::crc::crc32c(&[0; 9])), "{imp}");
+            assert!(
+                !r.read_crc(3 * CHUNK as u64 - 4, &mut past, &mut crc),
+                "{imp}"
+            );
+            assert_eq!(
+                (past, crc.value()),
+                ([0; 9], netcore::crc::crc32c(&[0; 9])),
+                "{imp}"
+            );
         }
         netcore::crc::set_impl(before);
         // One byte past the end: refused, nothing written.
