@@ -624,13 +624,11 @@ fn whole_fpdu_fast_path_agrees_with_deframe() {
     }
 }
 
-/// The unchecked fast path (the placer computes the CRC while it copies): the same FPDU as
-/// the checked one, whose CRC parts give back exactly the CRC field's verdict, a mismatch
-/// with the MPA CRC error for any flipped octet that the length field lets through.
-#[test]
-fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
-    let mut rng = Xoshiro256::seed_from_u64(78);
-    let msgs = ulpdus(&mut rng, 8, 1500);
+/// `n` random ULPDUs of up to 1500 octets framed with CRCs, no markers: the ULPDUs, the stream,
+/// and the framer's and a matching deframer's configurations.
+fn crc_stream(seed: u64, n: usize) -> (Vec<Vec<u8>>, Vec<u8>, FramerConfig, DeframerConfig) {
+    let mut rng = Xoshiro256::seed_from_u64(seed);
+    let msgs = ulpdus(&mut rng, n, 1500);
     let fcfg = FramerConfig {
         crc: true,
         markers: false,
@@ -641,6 +639,15 @@ fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
         crc: true,
         ..Default::default()
     };
+    (msgs, stream, fcfg, cfg)
+}
+
+/// The unchecked fast path (the placer computes the CRC while it copies): the same FPDU as
+/// the checked one, whose CRC parts give back exactly the CRC field's verdict, a mismatch
+/// with the MPA CRC error for any flipped octet that the length field lets through.
+#[test]
+fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
+    let (msgs, stream, fcfg, cfg) = crc_stream(78, 8);
     let d = Deframer::new(cfg);
     let crc_of = |w: &iwarp::mpa::WholeFpdu<'_>| {
         let u = w.unchecked.expect("CRC parts");
@@ -678,18 +685,7 @@ fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
 
 #[test]
 fn whole_fpdu_fast_path_declines_what_it_cannot_vouch_for() {
-    let mut rng = Xoshiro256::seed_from_u64(77);
-    let msgs = ulpdus(&mut rng, 3, 1500);
-    let fcfg = FramerConfig {
-        crc: true,
-        markers: false,
-        stream_pos: 0,
-    };
-    let stream = frame_all(fcfg, &msgs);
-    let cfg = DeframerConfig {
-        crc: true,
-        ..Default::default()
-    };
+    let (msgs, stream, _, cfg) = crc_stream(77, 3);
     let first = 2 + msgs[0].len() + iwarp::mpa::pad_len(msgs[0].len()) + 4;
     let d = Deframer::new(cfg);
     // Every truncation of the first FPDU: not whole.
