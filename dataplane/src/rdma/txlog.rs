@@ -1065,13 +1065,21 @@ impl TxLog {
             let Some(r) = self.find(at).and_then(|i| self.recs.get(i)) else {
                 break;
             };
+            if !r.crc_later {
+                // Nothing to compute (an MPA frame, CRCs off): the record's bytes in one read.
+                let stop = r.end().min(end);
+                let d = &mut dst[(at - stream_offset) as usize..(stop - stream_offset) as usize];
+                self.read_unsealed(at, d);
+                at = stop;
+                continue;
+            }
             let fl = r.fpdu_len().max(1);
             let k = (at - r.start) / fl;
             let (fs, fe) = (r.start + k * fl, (r.start + (k + 1) * fl).min(r.end()));
             let stop = fe.min(end);
             let d = &mut dst[(at - stream_offset) as usize..(stop - stream_offset) as usize];
-            let whole = r.crc_later && fs == at && fe <= end;
-            cut |= r.crc_later && !whole;
+            let whole = fs == at && fe <= end;
+            cut |= !whole;
             if !(whole && self.copy_fpdu(r, k as u32, d)) {
                 self.read_unsealed(at, d);
                 if whole {
@@ -1379,32 +1387,35 @@ mod tests {
     /// Called directly, both paths run whatever CRC implementation the process chose.
     #[test]
     fn fused_reads_like_copy_then_seal() {
-        for emss in [200usize, 1460] {
-            for max_count in [1u32, 1000] {
-                let mut s = setup(9000);
-                let (log, lens) = build_runs(&mut s, true, emss, max_count);
-                let total = (log.end() - log.start()) as usize;
-                for start in (0..total).step_by(89) {
-                    for len in [1, 4, 5, 100, 1453, 1466, 3000, total + 10] {
-                        let len = len.min(total + 10 - start);
-                        let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
-                        if log.read_fused(start as u64, &mut x) {
-                            log.seal_cut(start as u64, &mut x);
-                        }
-                        log.read_unsealed(start as u64, &mut y);
-                        log.seal(start as u64, &mut y);
-                        assert_eq!(x, y, "emss {emss} run {max_count} @{start}+{len}");
+        let cases = [
+            (true, 200, 1),
+            (true, 200, 1000),
+            (true, 1460, 1),
+            (true, 1460, 1000),
+            (false, 1460, 1),
+            (false, 1460, 1000),
+        ];
+        for (crc, emss, max_count) in cases {
+            let mut s = setup(9000);
+            let (log, lens) = build_runs(&mut s, crc, emss, max_count);
+            let total = (log.end() - log.start()) as usize;
+            for start in (0..total).step_by(89) {
+                for len in [1, 4, 5, 100, 1453, 1466, 3000, total + 10] {
+                    let len = len.min(total + 10 - start);
+                    let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
+                    if log.read_fused(start as u64, &mut x) {
+                        log.seal_cut(start as u64, &mut x);
                     }
+                    log.read_unsealed(start as u64, &mut y);
+                    log.seal(start as u64, &mut y);
+                    assert_eq!(x, y, "crc {crc} emss {emss} run {max_count} @{start}+{len}");
                 }
-                // FPDUs read whole by the fused copy carry valid CRCs (the deframer checks
-                // them) and nothing else sealed them.
-                let mut all = vec![0u8; total];
-                assert!(!log.read_fused(0, &mut all), "nothing cut");
-                assert_eq!(
-                    deframe(&all[lens[0] as usize..], true).len(),
-                    lens.len() - 1
-                );
             }
+            // FPDUs read whole by the fused copy carry valid CRCs (the deframer checks
+            // them) and nothing else sealed them.
+            let mut all = vec![0u8; total];
+            assert!(!log.read_fused(0, &mut all), "nothing cut");
+            assert_eq!(deframe(&all[lens[0] as usize..], crc).len(), lens.len() - 1);
         }
     }
 
