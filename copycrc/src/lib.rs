@@ -82,13 +82,31 @@ pub unsafe fn copy_crc32c_raw(crc: u32, src: *const u8, dst: *mut u8, len: usize
         // SAFETY: the features were detected; the caller guarantees the ranges.
         return unsafe { fold::copy_crc(!crc, src, dst, len) } ^ !0;
     }
-    // SAFETY: the caller guarantees both ranges and that they do not overlap.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
-    // SAFETY: dst now holds len initialised bytes that we just wrote; the slice lives only
-    // for this call, while the caller's contract keeps the range valid. The CRC is taken over
-    // the copy, so a concurrent writer of the source cannot make it differ from what was copied.
-    let copied = unsafe { std::slice::from_raw_parts(dst.cast_const(), len) };
-    ::crc32c::crc32c_append(crc, copied)
+    // SAFETY: forwarded contract.
+    unsafe { copy_crc_portable(crc, src, dst, len) }
+}
+
+/// [`copy_crc32c_raw`] without the kernels: through a buffer of our own, so that each source
+/// byte is read once and the CRC covers exactly the bytes written, and no reference is formed
+/// over either range (either may be memory another process writes).
+///
+/// # Safety
+/// As [`copy_crc32c_raw`].
+unsafe fn copy_crc_portable(crc: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
+    let mut buf = [0u8; 1024];
+    let mut crc = crc;
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(buf.len());
+        // SAFETY: [at, at + n) lies inside both ranges (caller); `buf` is ours and n <= its
+        // length, so neither copy overlaps its destination.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(at), buf.as_mut_ptr(), n) };
+        crc = ::crc32c::crc32c_append(crc, &buf[..n]);
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), dst.add(at), n) };
+        at += n;
+    }
+    crc
 }
 
 #[cfg(test)]

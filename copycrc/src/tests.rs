@@ -94,3 +94,17 @@ fn reports_the_path() {
         assert_eq!(accelerated(), want);
     }
 }
+
+/// The path of CPUs without the kernels, called directly: the same copies and CRCs.
+#[test]
+fn the_portable_copy_agrees() {
+    let buf = data(5000, 4);
+    for len in [0usize, 1, 1023, 1024, 1025, 1448, 4999] {
+        let mut out = vec![0x5au8; len + 1];
+        // SAFETY: both ranges are ours, len bytes each, disjoint.
+        let c = unsafe { copy_crc_portable(7, buf.as_ptr(), out.as_mut_ptr(), len) };
+        assert_eq!(c, ::crc32c::crc32c_append(7, &buf[..len]), "len {len}");
+        assert_eq!(&out[..len], &buf[..len]);
+        assert_eq!(out[len], 0x5a);
+    }
+}
