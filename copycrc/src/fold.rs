@@ -136,8 +136,10 @@ const STEP: usize = 512 + 3 * STREAM_STEP;
 /// Bytes each `crc32` stream takes per step: ten instructions, under the 16 carry-less
 /// multiplications of the folded 512 bytes.
 const STREAM_STEP: usize = 80;
-/// Most steps whose stream shifts are tabled; longer inputs fold the rest.
+/// Most steps whose stream shifts are tabled.
 const MAX_STEPS: usize = 128;
+/// The piece longer inputs are taken in: [`MAX_STEPS`] whole steps.
+const HYBRID_CHUNK: usize = MAX_STEPS * STEP;
 /// For `n` steps (index `n - 1`): the multipliers moving a register over `s`, `2s` and `3s`
 /// bytes, `s = n * STREAM_STEP` ([`shift_const`]).
 const SHIFTS: [[u64; 3]; MAX_STEPS] = {
@@ -155,13 +157,27 @@ const SHIFTS: [[u64; 3]; MAX_STEPS] = {
 /// As [`copy_crc`] (with `COPY` false, `dst` is not used).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
-unsafe fn kernel<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
-    if len >= HYBRID_MIN {
+unsafe fn kernel<const COPY: bool>(
+    mut state: u32,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) -> u32 {
+    if len < HYBRID_MIN {
         // SAFETY: forwarded contract.
-        return unsafe { hybrid::<COPY>(state, src, dst, len) };
+        return unsafe { folded::<COPY>(state, src, dst, len) };
     }
-    // SAFETY: forwarded contract.
-    unsafe { folded::<COPY>(state, src, dst, len) }
+    // Longer than the stream shifts are tabled for: whole pieces of HYBRID_CHUNK bytes first,
+    // so that no piece leaves more than a few 64-byte blocks to the sequential folds.
+    let mut at = 0;
+    while len - at > HYBRID_CHUNK + HYBRID_MIN {
+        // SAFETY: [at, at + HYBRID_CHUNK) is inside both ranges. `wrapping_add`: without COPY
+        // the destination is null and never written.
+        state = unsafe { hybrid::<COPY>(state, src.add(at), dst.wrapping_add(at), HYBRID_CHUNK) };
+        at += HYBRID_CHUNK;
+    }
+    // SAFETY: [at, len) is inside both ranges, len - at >= HYBRID_MIN.
+    unsafe { hybrid::<COPY>(state, src.add(at), dst.wrapping_add(at), len - at) }
 }
 
 /// The carry-less multiplier folds about 16 bytes a cycle on the CPUs of BENCHMARKS.md and

@@ -81,11 +81,19 @@ pub(crate) struct Unsealed {
     off: u64,
     at: usize,
     len: usize,
-    /// Read by [`TxLog::read_fused`], which met an FPDU cut by the segment's edges: that one
-    /// lacks its CRC (the others have theirs).
-    fused: bool,
-    /// Every CRC is in place (a fused read that met no cut FPDU): only the sum is missing.
-    sealed: bool,
+    /// Which CRCs are still missing.
+    crcs: Missing,
+}
+
+/// The CRCs a frame copied without them still lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// None (a fused read, [`TxLog::read_fused`], that met no cut FPDU).
+    None,
+    /// Those of the FPDUs cut by the payload's edges (a fused read that met one).
+    Cut,
+    /// All of them ([`TxLog::read_unsealed`]).
+    All,
 }
 
 /// Complete a frame copied as [`Unsealed`] says: the CRC of every FPDU in it over the bytes
@@ -105,10 +113,10 @@ pub(crate) fn finish_copy(log: &TxLog, m: &mut Mbuf, u: Unsealed) {
     let Some(p) = d.get_mut(u.at..u.at + u.len) else {
         return;
     };
-    match (u.fused, u.sealed) {
-        (_, true) => {}
-        (true, false) => log.seal_cut(u.off, p),
-        (false, false) => log.seal(u.off, p),
+    match u.crcs {
+        Missing::None => {}
+        Missing::Cut => log.seal_cut(u.off, p),
+        Missing::All => log.seal(u.off, p),
     }
     // TCP headers are whole 32-bit words, so the payload starts on a 16-bit word boundary of
     // the segment (RFC 1071 §2(B)).
@@ -216,19 +224,19 @@ pub(crate) fn emit_zero_copy(
             if copy {
                 // The payload's sum (the header's is in the field) comes later, and so do the
                 // CRCs unless the copy computes them.
-                let fused = log.fuses();
-                let sealed = if fused {
-                    !log.read_fused(t.payload.start, p)
-                } else {
+                let crcs = if !log.fuses() {
                     log.read_unsealed(t.payload.start, p);
-                    false
+                    Missing::All
+                } else if log.read_fused(t.payload.start, p) {
+                    Missing::Cut
+                } else {
+                    Missing::None
                 };
                 unsealed = Some(Unsealed {
                     off: t.payload.start,
                     at: hdr + t.header_len,
                     len: plen,
-                    fused,
-                    sealed,
+                    crcs,
                 });
             } else {
                 tcp::SendSource::read(log, t.payload.start, p);

@@ -1109,16 +1109,16 @@ impl TxLog {
             };
             // Bytes past `covered` are the CRC field itself (zeros in the trailer).
             let hashed = covered.saturating_sub(w).min(n);
-            match p {
-                Part::Bytes(b) => crc.copy_update(&b[..hashed], &mut seg[..hashed]),
-                Part::Inline(b, _) => crc.copy_update(&b[..hashed], &mut seg[..hashed]),
-                Part::Region { region, offset, .. } if hashed == n => {
+            match (p, part_bytes(&p)) {
+                (_, Some(b)) => {
+                    let (now, rest) = seg.split_at_mut(hashed);
+                    crc.copy_update(&b[..hashed], now);
+                    rest.copy_from_slice(&b[hashed..]);
+                }
+                (Part::Region { region, offset, .. }, None) if hashed == n => {
                     region.read_crc(offset, seg, &mut crc);
                 }
-                Part::Region { .. } => return false,
-            }
-            if let (Some(rest), Some(src)) = (seg.get_mut(hashed..), part_bytes(&p, hashed)) {
-                rest.copy_from_slice(src);
+                _ => return false,
             }
             w += n;
         }
@@ -1130,11 +1130,11 @@ impl TxLog {
     }
 }
 
-/// The inline bytes of `p` from `from` on (None for a region part).
-fn part_bytes<'a>(p: &'a Part<'_>, from: usize) -> Option<&'a [u8]> {
+/// The inline bytes of `p` (None for a region part).
+fn part_bytes<'a>(p: &'a Part<'_>) -> Option<&'a [u8]> {
     match p {
-        Part::Bytes(b) => b.get(from..),
-        Part::Inline(b, n) => b.get(from..usize::from(*n)),
+        Part::Bytes(b) => Some(b),
+        Part::Inline(b, n) => b.get(..usize::from(*n)),
         Part::Region { .. } => None,
     }
 }
