@@ -1,6 +1,8 @@
-//! The x86-64 kernels: four 512-bit accumulators folded 256 bytes at a time, one for the
+//! The x86-64 kernels: eight 512-bit accumulators folded 512 bytes at a time, one for the
 //! remaining 64-byte blocks, one 128-bit lane for the remaining 16-byte blocks, then the SSE4.2
 //! `crc32` instruction for the last 16 bytes of state and the tail (see [`crate::poly`]).
+//! Without a copy, inputs of [`HYBRID_MIN`] bytes and more also feed three `crc32` streams
+//! beside the folding ([`hybrid`]); a copy is always folded alone ([`kernel`]).
 //!
 //! `state` is the CRC register (the inverted CRC value, RFC 3720 B.4's initial all-ones
 //! included); it is added to the first 32 bits of the data, after which every fold starts from
@@ -163,7 +165,12 @@ unsafe fn kernel<const COPY: bool>(
     dst: *mut u8,
     len: usize,
 ) -> u32 {
-    if len < HYBRID_MIN {
+    // With a copy, the folding alone at every length: each 64-byte block is loaded once,
+    // stored and folded from the register, so the CRC covers exactly the bytes written
+    // (`copy_crc32c_raw`'s promise, for a source another process may write). The `crc32`
+    // streams of [`hybrid`] would read their bytes a second time, or store them 8 bytes at a
+    // time, which measured slower than the folding alone (BENCHMARKS.md §4, "CRC32c kernels").
+    if COPY || len < HYBRID_MIN {
         // SAFETY: forwarded contract.
         return unsafe { folded::<COPY>(state, src, dst, len) };
     }
@@ -171,13 +178,12 @@ unsafe fn kernel<const COPY: bool>(
     // so that no piece leaves more than a few 64-byte blocks to the sequential folds.
     let mut at = 0;
     while len - at > HYBRID_CHUNK + HYBRID_MIN {
-        // SAFETY: [at, at + HYBRID_CHUNK) is inside both ranges. `wrapping_add`: without COPY
-        // the destination is null and never written.
-        state = unsafe { hybrid::<COPY>(state, src.add(at), dst.wrapping_add(at), HYBRID_CHUNK) };
+        // SAFETY: [at, at + HYBRID_CHUNK) is inside the source range.
+        state = unsafe { hybrid(state, src.add(at), HYBRID_CHUNK) };
         at += HYBRID_CHUNK;
     }
-    // SAFETY: [at, len) is inside both ranges, len - at >= HYBRID_MIN.
-    unsafe { hybrid::<COPY>(state, src.add(at), dst.wrapping_add(at), len - at) }
+    // SAFETY: [at, len) is inside the source range, len - at >= HYBRID_MIN.
+    unsafe { hybrid(state, src.add(at), len - at) }
 }
 
 /// The carry-less multiplier folds about 16 bytes a cycle on the CPUs of BENCHMARKS.md and
@@ -189,22 +195,24 @@ unsafe fn kernel<const COPY: bool>(
 /// one after `A` moved over `B`, plus `B`'s from zero.
 ///
 /// # Safety
-/// As [`kernel`], with `len >= HYBRID_MIN`.
+/// As [`crc`], with `len >= HYBRID_MIN`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
-unsafe fn hybrid<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
+unsafe fn hybrid(state: u32, src: *const u8, len: usize) -> u32 {
+    // Without a copy: `first8`, `fold8` and `finish` never write through the null destination.
+    let dst = std::ptr::null_mut();
     let n = (len / STEP).clamp(1, MAX_STEPS);
     let s = n * STREAM_STEP;
     // a >= 512 n: the folded part holds every step's 512 bytes.
     let a = len - 3 * s;
     // SAFETY: a >= 512.
-    let mut acc = unsafe { first8::<COPY>(state, src, dst) };
+    let mut acc = unsafe { first8::<false>(state, src, dst) };
     let mut r = [0u64; 3];
     let k = splat(K512B);
     for step in 0..n {
         if step > 0 {
             // SAFETY: 512 (step + 1) <= 512 n <= a.
-            unsafe { fold8::<COPY>(&mut acc, k, src, dst, 512 * step) };
+            unsafe { fold8::<false>(&mut acc, k, src, dst, 512 * step) };
         }
         let base = step * STREAM_STEP;
         for w in (0..STREAM_STEP).step_by(8) {
@@ -215,12 +223,8 @@ unsafe fn hybrid<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len
             }
         }
     }
-    // SAFETY: [512 n, a) is inside both ranges.
-    let ra = unsafe { finish::<COPY>(merge8(acc), src, dst, 512 * n, a) };
-    if COPY {
-        // SAFETY: [a, len) is inside both ranges, which do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src.add(a), dst.add(a), 3 * s) };
-    }
+    // SAFETY: [512 n, a) is inside the source range.
+    let ra = unsafe { finish::<false>(merge8(acc), src, dst, 512 * n, a) };
     let [k1, k2, k3] = SHIFTS[n - 1];
     shift(ra, k3) ^ shift(r[0] as u32, k2) ^ shift(r[1] as u32, k1) ^ r[2] as u32
 }
