@@ -69,7 +69,8 @@ fn mbufs_chains_extbufs_and_ownership() {
     if !root_or_skip("mbufs_chains_extbufs_and_ownership") {
         return;
     }
-    let (dir, sock) = common::memif_socket_dir("dpdk-mbuf");
+    // Removed when dropped, also when the test fails (dropped after the EAL).
+    let (dirs, sock) = common::memif_socket_dir("dpdk-mbuf");
     let mut vdevs = common::memif_pair_vdevs(&sock);
     vdevs.push("net_null0".into());
     let args = common::eal_args("dpdk-mbuf", &vdevs);
@@ -111,12 +112,7 @@ fn mbufs_chains_extbufs_and_ownership() {
     assert_eq!(shutdown_outcome(), Some(ShutdownOutcome::MbufsOutstanding));
     assert_eq!(kept.data(), b"still here");
     drop(kept);
-    let _ = std::fs::remove_dir_all(&dir);
-    // EAL leaves its runtime directory behind even after a cleanup.
-    let _ = std::fs::remove_dir_all(format!(
-        "/var/run/dpdk/iwt-dpdk-mbuf-{}",
-        std::process::id()
-    ));
+    drop(dirs);
 }
 
 /// A chain of three segments goes out as one frame with the bytes in order; a received frame

@@ -92,7 +92,8 @@ fn bursts_survive_the_peer_tearing_the_connection_down() {
     if !root_or_skip("bursts_survive_the_peer_tearing_the_connection_down") {
         return;
     }
-    let (dir, sock) = common::memif_socket_dir("memif-down");
+    // Removed when dropped, also when the test fails (dropped after the EAL).
+    let (dirs, sock) = common::memif_socket_dir("memif-down");
     let vdevs = common::memif_pair_vdevs(&sock);
     let args = common::eal_args("memif-down", &vdevs);
     let eal = Eal::init(&args).expect("EAL");
@@ -169,10 +170,5 @@ fn bursts_survive_the_peer_tearing_the_connection_down() {
     assert_eq!(got, want, "frames after {CYCLES} teardowns");
     drop((qa, qb, a, b, pool));
     drop(eal);
-    let _ = std::fs::remove_dir_all(&dir);
-    // EAL leaves its runtime directory behind.
-    let _ = std::fs::remove_dir_all(format!(
-        "/var/run/dpdk/iwt-memif-down-{}",
-        std::process::id()
-    ));
+    drop(dirs);
 }

@@ -27,14 +27,32 @@ pub fn root_or_skip(test: &str) -> bool {
     root
 }
 
+/// What a DPDK test of `tag` leaves on disk: its directory under the temp dir (the memif
+/// socket) and the EAL's runtime directory of [`eal_args`]' file prefix (the EAL leaves it
+/// behind even after a cleanup). Both are removed when this is dropped, also when the test
+/// fails: declare it before the EAL, so that it is dropped after it.
+pub struct TestDirs {
+    pub dir: std::path::PathBuf,
+    runtime: std::path::PathBuf,
+}
+
+impl Drop for TestDirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.runtime);
+    }
+}
+
 /// A fresh directory for `tag` under the temp dir and the memif socket path in it (a stale
-/// socket removed); the caller removes the directory.
-pub fn memif_socket_dir(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("iwt-{tag}-{}", std::process::id()));
+/// socket removed), removed with the EAL's runtime directory when the guard is dropped.
+pub fn memif_socket_dir(tag: &str) -> (TestDirs, std::path::PathBuf) {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("iwt-{tag}-{pid}"));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let sock = dir.join("memif.sock");
     let _ = std::fs::remove_file(&sock);
-    (dir, sock)
+    let runtime = std::path::PathBuf::from(format!("/var/run/dpdk/iwt-{tag}-{pid}"));
+    (TestDirs { dir, runtime }, sock)
 }
 
 pub fn arp_reply(from_mac: [u8; 6], from_ip: [u8; 4], to_mac: [u8; 6], to_ip: [u8; 4]) -> Vec<u8> {
