@@ -8,10 +8,11 @@
 //!    HDR histogram (p50/p99/p99.9).
 //!
 //! Usage: l2bench --vdev DEVARGS [--size 64] [--secs 5] [--pings 100000] [--core 0]
-//!                [--eal "extra args"] [--label NAME]
+//!                [--eal "extra args"] [--label NAME]   (`l2bench --help`)
 //! Prints one line of `key=value` pairs per phase, for scripts/bench-l2.sh.
 
 use anyhow::{Context, Result, bail};
+use clap::Parser;
 use dataplane::clock::TscClock;
 use dataplane::eal::Eal;
 use dataplane::mbuf::Mbuf;
@@ -20,55 +21,41 @@ use dataplane::port::{MAX_BURST, Port, PortConfig};
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 
+/// Traffic generator and latency probe of the poll-loop micro-benchmark (scripts/bench-l2.sh):
+/// one end of a DPDK virtual wire whose other end echoes every frame back.
+#[derive(Debug, Parser)]
+#[command(version)]
 struct Args {
+    /// This end's DPDK virtual device, e.g.
+    /// `net_memif0,role=client,socket=/tmp/x.sock,socket-abstract=no`.
+    #[arg(long)]
     vdev: String,
-    size: usize,
+    /// Frame size in bytes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(60..=1514))]
+    size: u16,
+    /// Seconds of the throughput phase.
+    #[arg(long, default_value_t = 5.0, value_parser = positive_secs)]
     secs: f64,
+    /// Round trips of the latency phase.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pings: u64,
+    /// The core this process runs on (EAL `-l`).
+    #[arg(long, default_value_t = 0)]
     core: usize,
-    eal: Vec<String>,
+    /// More EAL arguments, one string split at whitespace [default: --in-memory].
+    #[arg(long, allow_hyphen_values = true)]
+    eal: Option<String>,
+    /// The name printed with the results.
+    #[arg(long, default_value = "dut")]
     label: String,
 }
 
-fn parse() -> Result<Args> {
-    let mut a = Args {
-        vdev: String::new(),
-        size: 64,
-        secs: 5.0,
-        pings: 100_000,
-        core: 0,
-        eal: vec![],
-        label: "dut".into(),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let mut v = || it.next().with_context(|| format!("{k} needs a value"));
-        match k.as_str() {
-            "--vdev" => a.vdev = v()?,
-            "--size" => {
-                a.size = v()?
-                    .parse()
-                    .context("--size: a frame size in bytes, 60..=1514")?
-            }
-            "--secs" => a.secs = v()?.parse().context("--secs: seconds")?,
-            "--pings" => a.pings = v()?.parse().context("--pings: a count")?,
-            "--core" => a.core = v()?.parse().context("--core: a core id")?,
-            "--eal" => a.eal = v()?.split_whitespace().map(str::to_owned).collect(),
-            "--label" => a.label = v()?,
-            _ => bail!(
-                "unknown argument {k}; usage: l2bench --vdev DEVARGS [--size N] [--secs S] [--pings N] [--core C] [--eal ARGS] [--label L]"
-            ),
-        }
+/// A duration of the throughput phase: seconds, finite and above zero.
+fn positive_secs(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds above 0")),
     }
-    if a.vdev.is_empty() {
-        bail!(
-            "--vdev is required (e.g. net_memif0,role=client,socket=/tmp/x.sock,socket-abstract=no)"
-        );
-    }
-    if !(60..=1514).contains(&a.size) {
-        bail!("--size {} is out of range, allowed 60..=1514", a.size);
-    }
-    Ok(a)
 }
 
 fn fill(pool: &Mempool, size: usize, seq: u64, tsc: u64) -> Option<Mbuf> {
@@ -84,7 +71,15 @@ fn fill(pool: &Mempool, size: usize, seq: u64, tsc: u64) -> Option<Mbuf> {
 }
 
 fn main() -> Result<()> {
-    let a = parse()?;
+    let a = Args::parse();
+    let size = usize::from(a.size);
+    let eal_extra: Vec<String> = a
+        .eal
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
     let mut eal_args = vec![
         "--no-telemetry".into(),
         "-l".into(),
@@ -92,10 +87,10 @@ fn main() -> Result<()> {
         "--no-pci".into(),
     ];
     eal_args.push(format!("--vdev={}", a.vdev));
-    if a.eal.is_empty() {
+    if eal_extra.is_empty() {
         eal_args.push("--in-memory".into());
     } else {
-        eal_args.extend(a.eal.iter().cloned());
+        eal_args.extend(eal_extra);
     }
     let eal = Eal::init(&eal_args).context("EAL")?;
     let name = a.vdev.split(',').next().unwrap_or(&a.vdev).to_owned();
@@ -125,7 +120,7 @@ fn main() -> Result<()> {
     let warm = Instant::now();
     let mut echoed = 0u64;
     while echoed < 1000 && warm.elapsed() < Duration::from_secs(10) {
-        if let Some(m) = fill(&pool, a.size, 0, 0) {
+        if let Some(m) = fill(&pool, size, 0, 0) {
             tx.push(m);
         }
         q.tx_burst(&mut tx);
@@ -152,7 +147,7 @@ fn main() -> Result<()> {
     while start.elapsed() < dur {
         let room = window.saturating_sub(sent - got).min(MAX_BURST as u64);
         for _ in 0..room {
-            match fill(&pool, a.size, seq, 0) {
+            match fill(&pool, size, seq, 0) {
                 Some(m) => tx.push(m),
                 None => break,
             }
@@ -179,7 +174,7 @@ fn main() -> Result<()> {
         sent,
         got,
         fps / 1e6,
-        fps * (a.size as f64 + 24.0) * 8.0 / 1e9
+        fps * (f64::from(a.size) + 24.0) * 8.0 / 1e9
     );
 
     // Phase 2: latency, one frame in flight.
@@ -187,7 +182,7 @@ fn main() -> Result<()> {
     let mut lost = 0u64;
     for i in 0..a.pings {
         let t = TscClock::cycles();
-        if let Some(m) = fill(&pool, a.size, i, t) {
+        if let Some(m) = fill(&pool, size, i, t) {
             tx.push(m);
         }
         if q.tx_burst(&mut tx) == 0 {

@@ -76,13 +76,40 @@ fn baseline(dst: &mut [u8], fpdus: &[Vec<u8>], payload: usize) -> u32 {
     acc
 }
 
+/// Which path to run under callgrind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    /// The receive path: deframe, CRC check, parse, checks, placement (fused copy + CRC).
+    Placer,
+    /// memcpy of each payload plus CRC32c over each whole FPDU.
+    Baseline,
+}
+
+/// Bar (d) of issue #8: instructions per payload byte of the placer against memcpy + CRC32c,
+/// for `valgrind --tool=callgrind` (scripts/placer-cost.sh).
+#[derive(Debug, clap::Parser)]
+#[command(version)]
+struct Args {
+    /// The path to run.
+    #[arg(value_enum)]
+    mode: Mode,
+    /// Octets per FPDU: 2 (length) + 14 (tagged header) + payload + 4 (CRC), without a pad, so
+    /// a multiple of 4 from 24 to 65536.
+    #[arg(value_parser = fpdu_bytes)]
+    fpdu_bytes: usize,
+}
+
+/// An FPDU size [`stream`] produces exactly: whole 32-bit words, no pad (RFC 5044 §4.2).
+fn fpdu_bytes(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (24..=65536).contains(&n) && n % 4 == 0 => Ok(n),
+        _ => Err(format!("{s:?}: allowed a multiple of 4 from 24 to 65536")),
+    }
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let (Some(mode), Some(fpdu)) = (args.get(1), args.get(2).and_then(|s| s.parse().ok())) else {
-        eprintln!("usage: placer-cost placer|baseline FPDU_BYTES");
-        std::process::exit(2);
-    };
-    let fpdu: usize = fpdu;
+    let args = <Args as clap::Parser>::parse();
+    let fpdu = args.fpdu_bytes;
     // 2 (MPA length) + 14 (tagged DDP/RDMAP header) + payload + 4 (CRC), no pad.
     let payload = fpdu - 20;
     let n = 64;
@@ -107,8 +134,8 @@ fn main() {
         "FPDUs of {fpdu} bytes"
     );
     let total = (len * ROUNDS) as u64;
-    match mode.as_str() {
-        "placer" => {
+    match args.mode {
+        Mode::Placer => {
             // As the engine runs it (dataplane/src/rdma/conn.rs): the placer may compute the
             // CRC of the payload it copies.
             let mut qp = Qp::new(QpConfig {
@@ -125,17 +152,13 @@ fn main() {
             assert!(qp.local_error().is_none(), "{:?}", qp.local_error());
             assert_eq!(mem.placed_bytes, total, "every payload byte placed");
         }
-        "baseline" => {
+        Mode::Baseline => {
             let mut dst = vec![0u8; len];
             let mut x = 0;
             for _ in 0..ROUNDS {
                 x ^= baseline(&mut dst, &fpdus, payload);
             }
             black_box(x);
-        }
-        m => {
-            eprintln!("placer-cost: mode {m:?}: allowed placer, baseline");
-            std::process::exit(2);
         }
     }
     println!("payload_bytes={total} fpdu={fpdu} fpdus={}", n * ROUNDS);
