@@ -357,3 +357,46 @@ fn pump_hand_off_loses_nothing() {
         bytes_placed(&s)
     );
 }
+
+/// `--rate_limit` (perftest's software limiter): write_bw limited to 0.25 Gb/s, well below
+/// what even a debug build carries (~1 Gb/s), posts bursts of 4 spaced to the limit, so its
+/// average lies at the limit: a little above it at most, since 100 bursts span 99 gaps and
+/// the last burst's transfer; every byte is still placed.
+#[test]
+fn write_bw_with_the_rate_limiter() {
+    if !is_root() {
+        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Dir(std::env::temp_dir().join(format!("iwperf-rate-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    // 400 x 64 KiB at 0.25 Gb/s: ~0.84 s.
+    let (c, s) = pair(
+        &dir.0,
+        "write_bw",
+        &[
+            "-s",
+            "65536",
+            "-n",
+            "400",
+            "--report_gbits",
+            "--rate_limit",
+            "0.25",
+            "--burst_size",
+            "4",
+        ],
+    );
+    let r = row(&c, " #bytes     #iterations    BW peak[Gb/sec]");
+    assert_eq!((r[0], r[1]), (65536.0, 400.0), "{c}");
+    assert!(
+        (0.2..=0.27).contains(&r[3]),
+        "average {} Gb/s with --rate_limit 0.25: {c}",
+        r[3]
+    );
+    assert!(
+        placed_exactly(&s, 400 * 65536),
+        "bytes_placed {:?}:\n{s}",
+        bytes_placed(&s)
+    );
+}

@@ -163,6 +163,14 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
             .outliers
             .clone()
             .map(|p| (p, (a.outlier_us.max(0.0) * 1000.0) as u64)),
+        pace: a.rate_limit.map(|rate| {
+            let burst = a.burst_size.unwrap_or(tx_depth);
+            if a.burst_size.is_none() {
+                // perftest says so too.
+                eprintln!(" Setting burst size to tx depth = {tx_depth}");
+            }
+            (rate, a.rate_units, u64::from(burst))
+        }),
     };
     let mut side = Side::new(opts, dev.clone(), pd.clone())?;
     if !client {

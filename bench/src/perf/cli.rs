@@ -3,6 +3,7 @@
 //! --report_gbits --out_json --out_json_file F`), plus ours (`--crc`, `--plot`,
 //! `--daemon_pid`). The server runs without an address; the client gets it last.
 
+use super::pace::{RateLimitType, RateUnits};
 use super::params::{DEF_PORT, Test};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::Ipv4Addr;
@@ -183,6 +184,20 @@ pub struct PerfArgs {
     /// Atomic operation.
     #[arg(short = 'A', long = "atomic_type", value_enum, default_value_t = AtomicType::FETCH_AND_ADD)]
     pub atomic_type: AtomicType,
+    /// Rate limiter (perftest's software one): the highest rate of posted messages, in
+    /// --rate_units, posted in bursts of --burst_size. BW tests, on the posting side.
+    #[arg(long = "rate_limit", value_name = "RATE")]
+    pub rate_limit: Option<f64>,
+    /// Units of --rate_limit: M (MiB/s), g (Gb/s) or p (messages/s).
+    #[arg(long = "rate_units", value_enum, default_value = "g")]
+    pub rate_units: RateUnits,
+    /// The rate limiter: SW (the default here). perftest's HW and PP program a NIC's
+    /// limiter, which this software stack does not have.
+    #[arg(long = "rate_limit_type", value_enum)]
+    pub rate_limit_type: Option<RateLimitType>,
+    /// Messages per burst of the rate limiter (default: the TX depth).
+    #[arg(long = "burst_size")]
+    pub burst_size: Option<u32>,
     /// Sleep on CQ events (a completion channel) instead of polling the CQ; not with
     /// write_lat, which polls memory. Leaves the core to the dataplane while waiting (with
     /// it `--pump` defaults to `off`).
@@ -302,6 +317,44 @@ impl PerfArgs {
         if self.cq_mod == Some(0) || self.outs == Some(0) {
             return Err("-Q/--cq-mod, -o/--outs: at least 1".into());
         }
+        self.check_rate_limit(test)
+    }
+
+    /// perftest's rules for its software rate limiter (perftest_parameters.c).
+    fn check_rate_limit(&self, test: Test) -> Result<(), String> {
+        if let Some(t @ (RateLimitType::Hw | RateLimitType::Pp)) = self.rate_limit_type {
+            let t = if t == RateLimitType::Hw { "HW" } else { "PP" };
+            return Err(format!(
+                "--rate_limit_type {t}: a NIC's rate limiter, which this software stack does \
+                 not have; allowed: SW"
+            ));
+        }
+        let Some(rate) = self.rate_limit else {
+            if self.rate_limit_type.is_some() {
+                return Err("--rate_limit_type: only with --rate_limit".into());
+            }
+            if self.burst_size.is_some() {
+                return Err(
+                    "--burst_size: only with --rate_limit (burst mode needs the rate \
+                            limiter)"
+                        .into(),
+                );
+            }
+            return Ok(());
+        };
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("--rate_limit {rate}: a rate above 0"));
+        }
+        if self.burst_size == Some(0) {
+            return Err("--burst_size: at least 1".into());
+        }
+        if !test.is_bw() || test == Test::AtomicBw {
+            return Err(format!(
+                "--rate_limit: the software rate limiter runs in write_bw, read_bw and send_bw, \
+                 not in {}",
+                test.name()
+            ));
+        }
         Ok(())
     }
 
@@ -412,5 +465,70 @@ mod tests {
         assert!(a.validate(t).unwrap_err().contains("-e/--events"));
         assert!(parse(&["bogus_bw"]).is_err());
         assert!(parse(&["write_bw", "not-an-ip"]).is_err());
+    }
+
+    #[test]
+    fn rate_limiter_options_follow_perftest() {
+        let args = |a: &[&str]| -> PerfArgs {
+            let c = parse(a).expect("parses");
+            c.cmd.rdma().expect("an RDMA test").1.clone()
+        };
+        let a = args(&["write_bw", "--rate_limit", "37", "--rate_units", "M"]);
+        assert_eq!(a.rate_limit, Some(37.0));
+        assert_eq!(a.rate_units, RateUnits::MebibytesPerSec);
+        assert_eq!(a.validate(Test::WriteBw), Ok(()));
+        let a = args(&["write_bw", "--rate_limit", "1"]);
+        assert_eq!(
+            a.rate_units,
+            RateUnits::GigabitsPerSec,
+            "perftest's default unit"
+        );
+        assert!(parse(&["write_bw", "--rate_units", "k"]).is_err());
+        let refused = [
+            (
+                &["write_bw", "--rate_limit", "0"][..],
+                Test::WriteBw,
+                "above 0",
+            ),
+            (
+                &["write_bw", "--rate_limit", "5", "--rate_limit_type", "HW"],
+                Test::WriteBw,
+                "allowed: SW",
+            ),
+            (
+                &["write_bw", "--rate_limit", "5", "--rate_limit_type", "PP"],
+                Test::WriteBw,
+                "allowed: SW",
+            ),
+            (
+                &["write_bw", "--burst_size", "8"],
+                Test::WriteBw,
+                "only with --rate_limit",
+            ),
+            (
+                &["write_bw", "--rate_limit_type", "SW"],
+                Test::WriteBw,
+                "only with --rate_limit",
+            ),
+            (
+                &["write_bw", "--rate_limit", "5", "--burst_size", "0"],
+                Test::WriteBw,
+                "at least 1",
+            ),
+            (
+                &["write_lat", "--rate_limit", "5"],
+                Test::WriteLat,
+                "not in write_lat",
+            ),
+            (
+                &["atomic_bw", "--rate_limit", "5"],
+                Test::AtomicBw,
+                "not in atomic_bw",
+            ),
+        ];
+        for (argv, test, want) in refused {
+            let e = args(argv).validate(test).expect_err("refused");
+            assert!(e.contains(want), "{argv:?}: {e}");
+        }
     }
 }

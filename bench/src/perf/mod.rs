@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod idle;
 pub mod json;
 pub mod outliers;
+pub mod pace;
 pub mod params;
 pub mod plot;
 pub mod rdma;

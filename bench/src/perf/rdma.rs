@@ -7,6 +7,7 @@ use super::cli::Pump;
 use super::cpu::CpuMeter;
 use super::idle;
 use super::outliers::{self, TscLog};
+use super::pace;
 use super::params::{Test, Verb, cq_moderation};
 use super::session::{Comm, Engine, Row};
 use super::stats;
@@ -296,6 +297,9 @@ pub struct Opts {
     /// `--outliers FILE` and `--outlier_us`: where to write the latency samples above the
     /// threshold (ns), with their TSC bounds ([`outliers::TscLog`]).
     pub outliers: Option<(std::path::PathBuf, u64)>,
+    /// `--rate_limit`: the rate, its units and the burst size (work requests) of the
+    /// software rate limiter ([`pace::Pacer`]) of BW tests' posting side.
+    pub pace: Option<(f64, pace::RateUnits, u64)>,
 }
 
 struct DataQp {
@@ -492,6 +496,9 @@ impl Side {
         let mut stop = false;
         let mut progress = Instant::now();
         let mut backoff = idle::Backoff::default();
+        let mut pacer = self.o.pace.map(|(rate, units, burst)| {
+            pace::Pacer::new(pace::messages_per_sec(rate, units, size), burst, now_ns())
+        });
         loop {
             if let Some(e) = end
                 && !stop
@@ -500,7 +507,11 @@ impl Side {
                 stop = true;
             }
             for q in 0..qps {
-                while !stop && scnt[q] - ccnt[q] < depth && scnt[q] < iters {
+                while !stop
+                    && scnt[q] - ccnt[q] < depth
+                    && scnt[q] < iters
+                    && pacer.as_mut().is_none_or(|p| p.may_post(now_ns))
+                {
                     let k = scnt[q];
                     let off = (k as usize % slots) * step;
                     let last = k + 1 == iters;
@@ -520,6 +531,9 @@ impl Side {
                     posted.push(now_ns());
                     self.data[q].qp.post_send(&w)?;
                     scnt[q] += 1;
+                    if let Some(p) = pacer.as_mut() {
+                        p.posted();
+                    }
                 }
             }
             let n = self.scq.poll(&mut wcs)?;
