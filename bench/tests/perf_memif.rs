@@ -24,6 +24,19 @@ impl Drop for Dir {
     }
 }
 
+/// What every test here starts with: root (else a loud skip), the serial lock, and a fresh
+/// directory `iwperf-<name>-<pid>` removed at the end.
+fn start(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Dir)> {
+    if !is_root() {
+        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+        return None;
+    }
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Dir(std::env::temp_dir().join(format!("iwperf-{name}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    Some((serial, dir))
+}
+
 fn conf(dir: &Path, side: &str, role: &str, ip: &str, core: u32) -> PathBuf {
     let p = dir.join(format!("{side}.toml"));
     let text = format!(
@@ -147,13 +160,9 @@ fn placed_exactly(report: &str, n: u64) -> bool {
 
 #[test]
 fn write_bw_and_write_lat_over_memif() {
-    if !is_root() {
-        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+    let Some((_serial, dir)) = start("memif") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = Dir(std::env::temp_dir().join(format!("iwperf-memif-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    };
 
     let (c, s) = pair(
         &dir.0,
@@ -212,13 +221,9 @@ fn write_bw_and_write_lat_over_memif() {
 /// which reports the locked memory.
 #[test]
 fn outliers_file_lists_the_slow_samples_with_their_tsc_bounds() {
-    if !is_root() {
-        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+    let Some((_serial, dir)) = start("outl") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = Dir(std::env::temp_dir().join(format!("iwperf-outl-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    };
     let file = dir.0.join("outliers.txt");
     let (c, _s) = pair(
         &dir.0,
@@ -289,13 +294,9 @@ fn outliers_file_lists_the_slow_samples_with_their_tsc_bounds() {
 /// both tests check the bytes each server placed.
 #[test]
 fn pump_hand_off_loses_nothing() {
-    if !is_root() {
-        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+    let Some((_serial, dir)) = start("pump") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = Dir(std::env::temp_dir().join(format!("iwperf-pump-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    };
 
     let (c, s) = pair(
         &dir.0,
@@ -364,13 +365,9 @@ fn pump_hand_off_loses_nothing() {
 /// the last burst's transfer; every byte is still placed.
 #[test]
 fn write_bw_with_the_rate_limiter() {
-    if !is_root() {
-        eprintln!("SKIPPED perf_memif: needs root (DPDK memif between two embedded engines)");
+    let Some((_serial, dir)) = start("rate") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = Dir(std::env::temp_dir().join(format!("iwperf-rate-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    };
     // 400 x 64 KiB at 0.25 Gb/s: ~0.84 s.
     let (c, s) = pair(
         &dir.0,
