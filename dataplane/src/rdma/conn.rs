@@ -1012,9 +1012,11 @@ impl QpRun {
                 continue;
             }
             let inline = self.is_inline(&seg);
-            let len = if self.markers_tx || inline {
+            let len = if self.markers_tx {
                 log.push_copy(&mut self.framer, &seg, &mut self.mem)
                     .map(|r| r.0)
+            } else if inline {
+                log.push_inline(&mut self.framer, &seg, &mut self.mem)
             } else {
                 log.push_gather(&mut self.framer, &seg, &mut self.mem)
             };
