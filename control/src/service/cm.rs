@@ -576,7 +576,7 @@ impl Service {
                     ecode: code.map_or(0, |t| t.ecode),
                 });
             }
-            EngineEvent::QpReleased { qp } => self.qp_released(qp),
+            EngineEvent::QpReleased { qp, counters } => self.qp_released(qp, counters.as_deref()),
         }
     }
 

@@ -537,10 +537,7 @@ impl Service {
         }
         match q.thread {
             Some(t) => {
-                // The engine forgets the QP's counters when it destroys it: keep them.
-                if let Some(qc) = self.engine.qp_stats().get(&q.qp_num) {
-                    c.qp_retired.add(qc);
-                }
+                // The QP's counters come back with `QpReleased` (`qp_released`), final.
                 let mut keep = Vec::new();
                 if let Some(s) = c.segments.get(&q.segment) {
                     keep.push(s.seg.clone());
@@ -563,7 +560,11 @@ impl Service {
     }
 
     /// The dataplane no longer touches `qp`'s rings.
-    pub(crate) fn qp_released(&mut self, qp: dataplane::rdma::QpNum) {
+    pub(crate) fn qp_released(
+        &mut self,
+        qp: dataplane::rdma::QpNum,
+        counters: Option<&dataplane::rdma::stats::QpCounters>,
+    ) {
         let Some((client, _)) = self.qp_owner.remove(&qp) else {
             self.totals.orphan_events += 1;
             return;
@@ -571,11 +572,17 @@ impl Service {
         self.qpnums.free(qp);
         if let Some(c) = self.clients.get_mut(&client) {
             c.releasing.remove(&qp);
+            if let Some(qc) = counters {
+                c.qp_retired.add(qc);
+            }
             return;
         }
         let done = match self.departed.get_mut(&client) {
             Some(d) => {
                 d.releasing.remove(&qp);
+                if let Some(qc) = counters {
+                    d.qp_totals.add(qc);
+                }
                 d.releasing.is_empty()
             }
             None => false,

@@ -832,7 +832,16 @@ fn a_leaving_client_frees_everything_after_the_dataplane_releases() {
         },
         layout: iwarp::rdmap::terminate::TermLayout::Rfc,
     });
-    h.event(EngineEvent::QpReleased { qp: qpnum });
+    // The thread's QP counters as it destroyed the QP: they go to [freed_clients].
+    let last = dataplane::rdma::stats::QpCounters {
+        bytes_placed: 19_660_800,
+        fpdus_rx: 13_600,
+        ..Default::default()
+    };
+    h.event(EngineEvent::QpReleased {
+        qp: qpnum,
+        counters: Some(Box::new(last)),
+    });
     assert_eq!(h.svc.totals().clients_freed, 1);
     assert_eq!(h.svc.releasing(), 0);
     assert!(h.svc.client_stats().iter().all(|s| s.client != c.0));
@@ -855,6 +864,8 @@ fn a_leaving_client_frees_everything_after_the_dataplane_releases() {
     ] {
         assert!(freed.contains(&format!("\n{key} = ")), "{key}: {text}");
     }
+    assert!(freed.contains("\nbytes_placed = 19660800\n"), "{text}");
+    assert!(freed.contains("\nfpdus_rx = 13600\n"), "{text}");
 }
 
 #[test]

@@ -538,6 +538,9 @@ pub enum EngineEvent {
     QpReleased {
         /// The QP.
         qp: QpNum,
+        /// Its counters as they were when it was destroyed (none if it never ran); the
+        /// thread has forgotten them.
+        counters: Option<Box<QpCounters>>,
     },
 }
 
@@ -795,11 +798,14 @@ mod tests {
         assert_eq!(out.len(), 2);
         setups[1]
             .events
-            .send(EngineEvent::QpReleased { qp: QpNum(3) })
+            .send(EngineEvent::QpReleased {
+                qp: QpNum(3),
+                counters: None,
+            })
             .unwrap();
         assert!(matches!(
             h.recv_timeout(std::time::Duration::from_millis(10)),
-            Some(EngineEvent::QpReleased { qp: QpNum(3) })
+            Some(EngineEvent::QpReleased { qp: QpNum(3), .. })
         ));
         assert!(h.try_recv().is_none());
     }

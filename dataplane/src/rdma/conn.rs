@@ -158,6 +158,9 @@ pub(crate) struct RdmaConn {
     /// A received message ended: acknowledge it at the next service (the next loop step),
     /// unless a segment of ours carries the ACK by then ([`RdmaConn::receive`]).
     ack_next_step: bool,
+    /// `DestroyQp` took the QP away: its counters went out with `QpReleased`, and its number
+    /// may already name another QP.
+    qp_destroyed: bool,
 }
 
 fn addr(a: tcp::SockAddr) -> SocketAddrV4 {
@@ -227,6 +230,7 @@ impl RdmaConn {
             tcp_closed: None,
             closing: false,
             disconnect: false,
+            qp_destroyed: false,
             close_deadline: None,
             rx_stall: None,
             reason: None,
@@ -246,6 +250,20 @@ impl RdmaConn {
     /// The stream bytes TCP (re)transmits.
     pub(crate) fn log(&mut self) -> &mut TxLog {
         &mut self.log
+    }
+
+    /// The QP's number and counters while they are this connection's to publish (bound, not
+    /// destroyed).
+    pub(crate) fn qp_stats(&self) -> Option<(QpNum, &QpCounters)> {
+        self.run
+            .as_ref()
+            .filter(|_| !self.qp_destroyed)
+            .map(|r| (r.num, &r.stats))
+    }
+
+    /// The QP number while this connection runs it (bound, not destroyed).
+    pub(crate) fn live_qp_num(&self) -> Option<QpNum> {
+        self.qp_num().filter(|_| !self.qp_destroyed)
     }
 
     /// The QP number, once bound.
@@ -377,6 +395,7 @@ impl RdmaConn {
             }
         }
         self.binding = None;
+        self.qp_destroyed = true;
         if !self.disconnect {
             self.disconnect(now, c, ctx);
         }

@@ -288,8 +288,8 @@ impl Engine {
     /// Publish every QP's counters.
     pub fn publish(&self) {
         for c in self.conns.values() {
-            if let Some(r) = &c.run {
-                self.stats.publish(r.num, &r.stats);
+            if let Some((qp, s)) = c.qp_stats() {
+                self.stats.publish(qp, s);
             }
         }
     }
@@ -410,6 +410,11 @@ impl Engine {
                 if let Some(h) = self.by_qp.remove(&qp)
                     && let Some(c) = net.tcp().conn_mut(h)
                 {
+                    // Its counters as they are now (the periodic publication may be up to
+                    // `PUBLISH_EVERY` old): they go out with `QpReleased`.
+                    if let Some((n, s)) = self.conns.get(&h).and_then(RdmaConn::qp_stats) {
+                        self.stats.publish(n, s);
+                    }
                     let (mut ctx, conns) = self.ctx();
                     if let Some(rc) = conns.get_mut(&h) {
                         rc.destroy_qp(now, c, &mut ctx);
@@ -419,8 +424,9 @@ impl Engine {
                 if let Some(f) = self.flushed.remove(&qp) {
                     f.unbind(&mut self.cqs);
                 }
-                self.stats.forget(qp);
-                self.out.push((owner, EngineEvent::QpReleased { qp }));
+                let counters = self.stats.take(qp).map(Box::new);
+                self.out
+                    .push((owner, EngineEvent::QpReleased { qp, counters }));
             }
             EngineCmd::FlushQp { qp } => self.flush_qp(now, qp, net, dirty),
             EngineCmd::FlushUnbound { qp } => self.flush_binding(&qp),
@@ -632,7 +638,8 @@ impl Engine {
         let (mut ctx, conns) = self.ctx();
         if let Some(rc) = conns.get_mut(&h) {
             rc.service(now, c, &mut ctx);
-            if let Some(qp) = rc.qp_num() {
+            // Not once destroyed: the control thread may give the number to a new QP.
+            if let Some(qp) = rc.live_qp_num() {
                 self.by_qp.entry(qp).or_insert(h);
             }
         }
@@ -649,8 +656,8 @@ impl Engine {
             return;
         };
         self.by_id.remove(&rc.id);
-        if let Some(r) = &rc.run {
-            self.stats.publish(r.num, &r.stats);
+        if let Some((qp, s)) = rc.qp_stats() {
+            self.stats.publish(qp, s);
         }
         if !rc.finished() {
             // Ended without the QP seeing it (e.g. reaped while negotiating as responder).

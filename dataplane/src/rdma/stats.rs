@@ -134,12 +134,12 @@ impl SharedRdmaStats {
         }
     }
 
-    /// Drop a QP's counters (destroyed QP).
-    pub fn forget(&self, qp: QpNum) {
+    /// Take a QP's last counters out (destroyed QP).
+    pub fn take(&self, qp: QpNum) -> Option<QpCounters> {
         self.qps
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&qp);
+            .remove(&qp)
     }
 
     /// A copy of every QP's counters.
@@ -180,7 +180,8 @@ mod tests {
         assert!(out.contains("terminate_tx_2_0_02 = 2\n"), "{out}");
         assert!(out.contains("cqe_flushed = 1\n"));
         assert!(!out.contains("bytes_tx"));
-        s.forget(QpNum(9));
+        assert_eq!(s.take(QpNum(9)), Some(c));
         assert!(s.snapshot().is_empty());
+        assert_eq!(s.take(QpNum(9)), None);
     }
 }

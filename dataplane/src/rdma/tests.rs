@@ -613,7 +613,7 @@ fn work_posted_after_the_connection_is_gone_completes_flushed() {
     p.flush();
     let ev = p.s.b.handle.try_recv().expect("QpReleased");
     assert!(
-        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        matches!(ev, EngineEvent::QpReleased { qp: q, .. } if q == qp),
         "{ev:?}"
     );
     post_read_and_recv(&p.queues, p.lkey, 8, 81);
@@ -708,7 +708,7 @@ fn flush_during_mpa_startup_flushes_the_queues() {
     s.run_until(Duration::from_millis(10), |_| false);
     let ev = s.a.handle.try_recv().expect("QpReleased");
     assert!(
-        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        matches!(ev, EngineEvent::QpReleased { qp: q, .. } if q == qp),
         "{ev:?}"
     );
 }
@@ -790,7 +790,7 @@ fn an_unconnected_qp_moved_to_error_flushes_its_queues() {
     s.run_until(Duration::from_millis(5), |_| false);
     let ev = s.a.handle.try_recv().expect("QpReleased");
     assert!(
-        matches!(ev, EngineEvent::QpReleased { qp: q } if q == qp),
+        matches!(ev, EngineEvent::QpReleased { qp: q, .. } if q == qp),
         "{ev:?}"
     );
     queues.post_recv(RecvRequest {
@@ -957,4 +957,41 @@ fn first_fpdu_delay_is_what_the_policy_says() {
         none < Duration::from_millis(300),
         "without the delay the run took {none:?}"
     );
+}
+
+/// The counters of a QP destroyed right after its traffic reach the control thread whole:
+/// `QpReleased` carries them as they were at the destruction (the periodic publication runs
+/// only every 100 ms, and a `write_bw` of a few milliseconds ended before it), and a
+/// destroyed QP's connection no longer publishes under its number (the control thread may
+/// give it to a new QP).
+#[test]
+fn qp_released_carries_the_counters_of_the_last_writes() {
+    let mut p = raw_peer(Duration::from_secs(60));
+    let qp = p.establish();
+    let (heap, k) = heap_region(&p.s.b, 65536, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    p.flush();
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let fpdus = [
+        write_fpdu(k.rkey, 0, &data[..1400], false),
+        write_fpdu(k.rkey, 1400, &data[1400..], true),
+    ];
+    let end = p.queue_fpdus(&fpdus);
+    assert!(p.acked_within(end, Duration::from_millis(5)));
+    let mut placed = vec![0u8; data.len()];
+    assert!(heap.copy_out(0, &mut placed) && placed == data);
+    p.s.b.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    p.flush();
+    let counters = std::iter::from_fn(|| p.s.b.handle.try_recv())
+        .find_map(|ev| match ev {
+            EngineEvent::QpReleased { qp: q, counters } if q == qp => Some(counters),
+            _ => None,
+        })
+        .expect("QpReleased");
+    let c = counters.expect("the QP's counters");
+    assert_eq!(c.bytes_placed, data.len() as u64);
+    assert_eq!(c.fpdus_rx, 2);
+    // Later publications (and the reaping of the connection) leave the number alone.
+    p.s.b.engine.publish();
+    p.flush();
+    assert!(!p.s.b.handle.qp_stats().contains_key(&qp));
 }
