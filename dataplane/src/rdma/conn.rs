@@ -401,6 +401,9 @@ impl RdmaConn {
         ctx: &mut Ctx<'_>,
     ) {
         let ack_owed = std::mem::take(&mut self.ack_next_step);
+        if let Some(r) = &mut self.run {
+            r.mem.release();
+        }
         self.tcp_events(c);
         self.receive(now, c, ctx);
         self.timers(now, c, ctx);
@@ -853,6 +856,8 @@ impl RdmaConn {
         }
         match &mut self.run {
             Some(r) => {
+                // Not serviced for a while: let go of a deregistered region's mapping anyway.
+                r.mem.release();
                 !r.pending.is_empty()
                     || r.io
                         .as_mut()
