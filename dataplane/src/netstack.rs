@@ -567,14 +567,8 @@ impl Netstack {
                 self.spare = Some(m);
                 return false;
             };
+            // The connection's peer, whose next hop was resolved above.
             let dst = t.dst.octets();
-            let Resolve::Known(mac) = self.iface.resolve(now, dst) else {
-                // Known a moment ago (checked above): cannot happen within one poll; TCP
-                // would retransmit.
-                self.stats.tx_no_neighbor += 1;
-                self.spare = Some(m);
-                continue;
-            };
             self.iface
                 .emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.len, &mut buf[..hdr]);
             let frame_len = (hdr + t.len).max(MIN_FRAME_LEN);
