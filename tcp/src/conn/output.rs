@@ -122,7 +122,9 @@ impl<B: SegBuf> Connection<B> {
         if NO_SHORTCUT.with(std::cell::Cell::get) {
             return false;
         }
-        self.ctl.is_empty()
+        // Unsent data first: it decides in bulk transfers, where the short cut never applies.
+        self.snd_nxt >= self.app_end
+            && self.ctl.is_empty()
             && self.dupacks_owed == 0
             && !self.sack_owed
             && !self.ack_now
@@ -131,7 +133,6 @@ impl<B: SegBuf> Connection<B> {
             && !matches!(self.state, State::SynSent | State::SynReceived)
             && !self.tlp_due
             && !self.fin_queued
-            && self.snd_nxt >= self.app_end
             && self.rack.lost_bytes() == 0
             && !(self.in_recovery && self.newreno_rtx)
             && self.cc.pacing_rate().is_none()
