@@ -206,6 +206,13 @@ impl Lcore {
 
     /// One iteration; returns whether it was idle (received and sent nothing).
     pub fn step(&mut self) -> bool {
+        let now = self.setup.clock.now();
+        self.step_at(now)
+    }
+
+    /// [`Lcore::step`] at `now`, a reading of this loop's clock taken just before (a caller
+    /// that read the clock anyway saves a read: [`crate::pump::Pump::poll`]).
+    pub fn step_at(&mut self, now: Instant) -> bool {
         let Lcore {
             setup,
             q,
@@ -224,7 +231,6 @@ impl Lcore {
         } = self;
         let pool = &*pool;
         st.loops += 1;
-        let now = setup.clock.now();
         if let Some(t) = busy_since.take() {
             st.busy_ns += u64::try_from((now - t).as_nanos()).unwrap_or(u64::MAX);
         }

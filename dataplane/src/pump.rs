@@ -112,7 +112,7 @@ pub struct Pump {
 
 impl Pump {
     /// An empty pump for the loop of a dataplane thread pinned to `core`; [`run`] installs
-    /// the loop.
+    /// the loop. `clock` is the loop's own (its setup's: the steps run at its readings).
     pub fn new(clock: TscClock, core: Option<usize>) -> Pump {
         Pump {
             lcore: Mutex::new(None),
@@ -132,14 +132,16 @@ impl Pump {
     /// Step the loop once, unless another thread holds it (then return at once). Returns
     /// whether a step ran. No effect once the loop stopped.
     pub fn poll(&self) -> bool {
-        let now = self.clock.now().as_nanos();
-        self.app_polled.store(now.max(1), Ordering::Relaxed);
+        // One clock reading for both: the loop's clock is this one (`Pump::new`).
+        let now = self.clock.now();
+        self.app_polled
+            .store(now.as_nanos().max(1), Ordering::Relaxed);
         match self.lcore.try_lock() {
             Ok(mut g) => g
                 .as_mut()
                 .map(|l| {
                     register_current_thread(l.eal());
-                    l.step()
+                    l.step_at(now)
                 })
                 .is_some(),
             // A panic on the loop's thread: leave the loop alone.

@@ -99,8 +99,9 @@ pub(crate) struct DeviceInner {
 
 /// An engine running in this process (embedded mode).
 pub(crate) trait LocalEngine: Send + Sync {
-    /// Step the dataplane loops once from the calling thread (run-to-completion mode).
-    fn poll(&self);
+    /// Step the dataplane loops once from the calling thread (run-to-completion mode);
+    /// whether one ran.
+    fn poll(&self) -> bool;
     /// The calling thread stops stepping the loops for a while: their threads take over now.
     fn release(&self);
     /// Pin the calling thread to the core of the (first) dataplane loop.
@@ -298,10 +299,10 @@ impl Device {
     /// memory is freed at the stop if every thread that stepped the engine is the one that
     /// drops the device or has exited; otherwise it is left to the process exit.
     /// Nothing happens for a daemon's device. Busy loops may call it unconditionally.
-    pub fn poll_engine(&self) {
-        if let Some(e) = &self.inner.engine {
-            e.poll();
-        }
+    /// Returns whether an iteration ran (not for a daemon's device, nor while the
+    /// dataplane thread or another application thread is running the loop).
+    pub fn poll_engine(&self) -> bool {
+        self.inner.engine.as_ref().is_some_and(|e| e.poll())
     }
 
     /// Embedded mode: the calling thread stops calling [`Device::poll_engine`] for a while

@@ -84,8 +84,8 @@ mod imp {
     struct Local(Arc<control::embedded::Embedded>);
 
     impl crate::device::LocalEngine for Local {
-        fn poll(&self) {
-            self.0.poll();
+        fn poll(&self) -> bool {
+            self.0.poll()
         }
 
         fn release(&self) {

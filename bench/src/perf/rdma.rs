@@ -71,13 +71,17 @@ fn idle_turn(dev: &Device, backoff: &mut idle::Backoff) {
             }
             _ => false,
         };
-    if pumped {
-        dev.poll_engine();
-    }
-    idle::wait(backoff.turn(idle::Policy {
+    let stepped = pumped && dev.poll_engine();
+    let turn = backoff.turn(idle::Policy {
         yield_: YIELD.load(std::sync::atomic::Ordering::Relaxed),
         pumped,
-    }));
+    });
+    // A step of the engine (~70 ns when idle) is wait enough: no spin-loop hint after it
+    // (a PAUSE is ~24 ns on the AMD EPYC of BENCHMARKS.md, a quarter of each turn, and half
+    // of it on average is added to every message's discovery; issue #8, bar (b)).
+    if !(stepped && turn == idle::Turn::Spin) {
+        idle::wait(turn);
+    }
 }
 
 /// A polling loop found nothing on `cq`: with a completion channel (`-e`), arm the CQ and

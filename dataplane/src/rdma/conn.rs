@@ -401,6 +401,9 @@ impl RdmaConn {
         ctx: &mut Ctx<'_>,
     ) {
         let ack_owed = std::mem::take(&mut self.ack_next_step);
+        if let Some(r) = &mut self.run {
+            r.mem.release();
+        }
         self.tcp_events(c);
         self.receive(now, c, ctx);
         self.timers(now, c, ctx);
@@ -853,6 +856,8 @@ impl RdmaConn {
         }
         match &mut self.run {
             Some(r) => {
+                // Not serviced for a while: let go of a deregistered region's mapping anyway.
+                r.mem.release();
                 !r.pending.is_empty()
                     || r.io
                         .as_mut()
@@ -1007,9 +1012,11 @@ impl QpRun {
                 continue;
             }
             let inline = self.is_inline(&seg);
-            let len = if self.markers_tx || inline {
+            let len = if self.markers_tx {
                 log.push_copy(&mut self.framer, &seg, &mut self.mem)
                     .map(|r| r.0)
+            } else if inline {
+                log.push_inline(&mut self.framer, &seg, &mut self.mem)
             } else {
                 log.push_gather(&mut self.framer, &seg, &mut self.mem)
             };

@@ -489,6 +489,9 @@ pub struct MemTable {
     inner: RwLock<Inner>,
     capacity: u32,
     dma: std::sync::Mutex<Dma>,
+    /// Deregistrations so far: a [`QpMemory`] keeps the regions it resolved across passes
+    /// while this stays the same, and drops them when it moves.
+    epoch: AtomicU64,
 }
 
 impl fmt::Debug for MemTable {
@@ -512,6 +515,7 @@ impl MemTable {
             }),
             capacity,
             dma: std::sync::Mutex::new(Dma::default()),
+            epoch: AtomicU64::new(0),
         })
     }
 
@@ -565,6 +569,11 @@ impl MemTable {
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many regions were deregistered so far (see [`QpMemory`]'s cache).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     /// Registered regions.
@@ -649,6 +658,10 @@ impl MemTable {
         inner.free.push_back(slot as u32);
         inner.by_stag.remove(&r.info.stag.index());
         inner.stags.free(r.info.stag);
+        // After the region left the maps: a cache that still sees the old epoch may use the
+        // region a moment longer (as a lookup racing the deregistration would), one that
+        // sees the new one resolves again.
+        self.epoch.fetch_add(1, Ordering::Release);
         // The mapping's DPDK registration goes with its last region (pins of FPDUs still in
         // flight keep it, and the mapping, alive until the NIC is done).
         let key = r.mem.base().as_ptr() as usize;
@@ -718,21 +731,28 @@ impl MemTable {
     }
 }
 
-/// Regions a [`QpMemory`] keeps resolved between calls of one placement pass.
+/// Regions a [`QpMemory`] keeps resolved.
 const CACHE: usize = 4;
 
 /// One QP's view of the memory table: the `iwarp::rdmap::Memory` its sans-IO QP works on.
 ///
 /// Regions of other clients are invisible (an STag of another client fails like an unknown
-/// one); lkeys of another protection domain are refused (a local protection error). Resolved
-/// regions are cached (with their `Arc`, so their mapping stays valid) until
-/// [`QpMemory::release`].
+/// one); lkeys of another protection domain are refused (a local protection error).
+///
+/// Resolved regions are cached with their `Arc` (their mapping stays valid while a pass uses
+/// them) and kept from one pass to the next while no region is deregistered anywhere (the
+/// table's epoch): a stream of small messages to one region then costs no table lock and no
+/// reference count traffic per message (issue #8, bar (b)). A cached region's validity is
+/// read from the region itself at each use, so an invalidated STag fails at once; a
+/// deregistration empties every cache at its next use and at [`QpMemory::release`].
 #[derive(Debug)]
 pub struct QpMemory {
     table: Arc<MemTable>,
     owner: ClientId,
     pd: PdId,
     cache: [Option<Arc<Region>>; CACHE],
+    /// The table's epoch when the cache was last emptied or checked.
+    epoch: u64,
     next: usize,
     /// Bytes written into regions (placement).
     pub placed_bytes: u64,
@@ -743,11 +763,13 @@ pub struct QpMemory {
 impl QpMemory {
     /// The view of `owner`'s QP in protection domain `pd`.
     pub fn new(table: Arc<MemTable>, owner: ClientId, pd: PdId) -> Self {
+        let epoch = table.epoch();
         QpMemory {
             table,
             owner,
             pd,
             cache: Default::default(),
+            epoch,
             next: 0,
             placed_bytes: 0,
             out_of_range: 0,
@@ -759,10 +781,32 @@ impl QpMemory {
         &self.table
     }
 
-    /// Drop cached regions (end of a receive or transmit pass), so a deregistered region's
-    /// mapping is not kept alive by this QP.
+    /// Start or end of a receive or transmit pass (and each loop step, for a QP without
+    /// one): drop the cached regions if a region was deregistered since they were resolved,
+    /// so a pass never starts with a region that left the table, and its mapping is not
+    /// kept alive by this QP. Within a pass the cache stays: what the QP looked up stays
+    /// mapped until the pass has placed into it.
     pub fn release(&mut self) {
-        self.cache = Default::default();
+        let e = self.table.epoch();
+        if e != self.epoch {
+            self.cache = Default::default();
+            self.epoch = e;
+        }
+    }
+
+    /// The cached regions, none if the table's epoch moved (read-only callers: they do not
+    /// empty the cache, they only skip it).
+    fn current(&self) -> impl Iterator<Item = &Arc<Region>> {
+        let fresh = self.table.epoch() == self.epoch;
+        self.cache.iter().flatten().filter(move |_| fresh)
+    }
+
+    /// Keep `r` (just resolved in the table) for the next lookups.
+    fn keep(&mut self, r: Arc<Region>) -> usize {
+        let at = self.next;
+        self.cache[at] = Some(r);
+        self.next = (at + 1) % CACHE;
+        at
     }
 
     /// The region behind `mr`, resolved through the cache (any PD of this client: the QP
@@ -788,10 +832,7 @@ impl QpMemory {
             Some(at) => at,
             None => {
                 let r = self.table.by_handle(mr).filter(|r| r.owner == self.owner)?;
-                let at = self.next;
-                self.cache[at] = Some(r);
-                self.next = (at + 1) % CACHE;
-                at
+                self.keep(r)
             }
         };
         self.cache.get(at)?.as_ref()
@@ -800,13 +841,11 @@ impl QpMemory {
 
 impl MemoryTable for QpMemory {
     fn lookup(&self, stag: Stag) -> Option<MrInfo> {
-        // A region this pass already placed into answers without the table's lock and map
-        // (one tagged message is many FPDUs to one STag). Only a valid one: an invalidated or
-        // deregistered region may have a successor under the same STag in the table.
+        // A region placed into before answers without the table's lock and map (one tagged
+        // message is many FPDUs to one STag, and a ping-pong many messages). Only a valid
+        // one: an invalidated region may have a successor under the same STag in the table.
         if let Some(r) = self
-            .cache
-            .iter()
-            .flatten()
+            .current()
             .find(|r| r.info.stag == stag && r.owner == self.owner)
         {
             let info = r.info();
@@ -821,6 +860,16 @@ impl MemoryTable for QpMemory {
     }
 
     fn by_handle(&self, mr: MrHandle) -> Option<MrInfo> {
+        // As `lookup`: a valid cached region answers for the table.
+        if let Some(r) = self
+            .current()
+            .find(|r| r.info.handle == mr && r.owner == self.owner && r.info.pd == self.pd)
+        {
+            let info = r.info();
+            if info.valid {
+                return Some(info);
+            }
+        }
         self.table
             .by_handle(mr)
             .filter(|r| r.owner == self.owner && r.info.pd == self.pd)
@@ -844,13 +893,13 @@ impl Placer for QpMemory {
     }
 
     fn read(&self, mr: MrHandle, offset: u64, dst: &mut [u8]) {
-        let r = self
-            .cache
-            .iter()
-            .flatten()
-            .find(|r| r.info.handle == mr)
-            .cloned();
-        match r.or_else(|| self.table.by_handle(mr).filter(|r| r.owner == self.owner)) {
+        // As `place`: what this pass resolved stays usable to its end (borrowed: no
+        // reference count traffic per FPDU of a Read Response).
+        if let Some(r) = self.cache.iter().flatten().find(|r| r.info.handle == mr) {
+            r.read(offset, dst);
+            return;
+        }
+        match self.table.by_handle(mr).filter(|r| r.owner == self.owner) {
             Some(r) => {
                 r.read(offset, dst);
             }
@@ -859,7 +908,7 @@ impl Placer for QpMemory {
     }
 
     fn atomic(&mut self, mr: MrHandle, offset: u64, op: AtomicOp) -> u64 {
-        self.region(mr)
+        self.cached(mr)
             .and_then(|r| r.atomic(offset, op))
             .unwrap_or(0)
     }
@@ -955,6 +1004,69 @@ mod tests {
         assert_eq!(&back, b"still mapped");
         v.release();
         assert!(v.region(info.handle).is_none());
+    }
+
+    #[test]
+    fn resolved_regions_stay_cached_across_passes_until_a_deregistration() {
+        let t = MemTable::new(16, 6);
+        let m = HeapMemory::new(4096);
+        let k = t.register(req(1, 7, &m, 0, 256)).unwrap();
+        let other = t.register(req(1, 7, &m, 256, 256)).unwrap();
+        let region = t.by_stag(k.rkey).unwrap();
+        let outside = Arc::strong_count(&region);
+        let mut v = QpMemory::new(t.clone(), ClientId(1), PdId(7));
+        let info = v.lookup(k.rkey).unwrap();
+        v.place(info.handle, 0, b"one", None);
+        assert_eq!(
+            Arc::strong_count(&region),
+            outside + 1,
+            "cached by the pass"
+        );
+        v.release();
+        assert_eq!(
+            Arc::strong_count(&region),
+            outside + 1,
+            "kept for the next pass"
+        );
+        assert_eq!(v.lookup(k.rkey), Some(region.info()));
+        assert_eq!(v.by_handle(k.lkey), Some(region.info()));
+        // Another region goes: every cache lets go at the end of its pass.
+        t.deregister(ClientId(1), other.lkey).unwrap();
+        assert_eq!(
+            v.lookup(k.rkey),
+            Some(region.info()),
+            "answered by the table"
+        );
+        v.release();
+        assert_eq!(Arc::strong_count(&region), outside);
+        v.place(info.handle, 3, b"two", None);
+        assert_eq!(v.placed_bytes, 6);
+        let mut back = [0u8; 6];
+        assert!(m.copy_out(0, &mut back));
+        assert_eq!(&back, b"onetwo");
+    }
+
+    #[test]
+    fn a_pass_never_places_through_a_handle_reused_since_it_was_cached() {
+        // One slot: every registration reuses it, and after 4096 its generation (hence the
+        // lkey) repeats. A region cached before must not stand in for its successor.
+        let t = MemTable::new(1, 8);
+        let (old_mem, new_mem) = (HeapMemory::new(64), HeapMemory::new(64));
+        let k = t.register(req(1, 7, &old_mem, 0, 64)).unwrap();
+        let mut v = QpMemory::new(t.clone(), ClientId(1), PdId(7));
+        v.place(k.lkey, 0, b"old", None);
+        t.deregister(ClientId(1), k.lkey).unwrap();
+        let mut again = t.register(req(1, 7, &new_mem, 0, 64)).unwrap();
+        while again.lkey != k.lkey {
+            t.deregister(ClientId(1), again.lkey).unwrap();
+            again = t.register(req(1, 7, &new_mem, 0, 64)).unwrap();
+        }
+        v.release(); // the next pass starts
+        assert_eq!(v.by_handle(again.lkey).map(|i| i.stag), Some(again.rkey));
+        v.place(again.lkey, 0, b"new", None);
+        let (mut o, mut n) = ([0u8; 3], [0u8; 3]);
+        assert!(old_mem.copy_out(0, &mut o) && new_mem.copy_out(0, &mut n));
+        assert_eq!((&o, &n), (b"old", b"new"));
     }
 
     #[test]

@@ -636,6 +636,76 @@ impl TxLog {
         Ok((len, crc))
     }
 
+    /// Log one small FPDU as a copy (markers off): an inline message whose work request
+    /// completes once it is logged, so the log must not read the application's buffer again
+    /// ([`TxLog::take_last_token`]). The FPDU is built in one buffer: the record's fixed head
+    /// when it fits (no allocation, the case of a few-byte Write or Send), else one vector.
+    /// Its CRC is one pass over the built bytes, or left to the copy with
+    /// [`LogMode::defer_crc`] (as for gathered FPDUs); the sum one pass when kept. Returns
+    /// the FPDU's length; [`LogError::RegionGone`] when a region was gone (zeros in its place).
+    pub fn push_inline(
+        &mut self,
+        framer: &mut Framer,
+        seg: &TxSegment,
+        mem: &mut QpMemory,
+    ) -> Result<u32, LogError> {
+        let hdr = seg.header();
+        let ulpdu = seg.ulpdu_len();
+        let deferred = u16::try_from(ulpdu)
+            .ok()
+            .and_then(|u| framer.gather_deferred(u, 1).ok());
+        let Some((prefix, t)) = deferred else {
+            // Markers on (or a ULPDU no FPDU holds): the framer writes it whole.
+            return self.push_copy(framer, seg, mem).map(|(n, _)| n);
+        };
+        let tb = t.as_slice();
+        let len = 2 + ulpdu + tb.len();
+        let mut head = if len <= HEAD_CAP {
+            Head::Fixed([0; HEAD_CAP], len as u8)
+        } else {
+            Head::Owned(vec![0; len])
+        };
+        let buf = match &mut head {
+            Head::Fixed(b, _) => &mut b[..len],
+            Head::Owned(v) => &mut v[..],
+        };
+        buf[..2].copy_from_slice(&prefix);
+        buf[2..2 + hdr.len()].copy_from_slice(hdr);
+        let mut at = 2 + hdr.len();
+        let mut gone = false;
+        for p in seg.pieces() {
+            let d = &mut buf[at..at + p.len as usize];
+            // Out of range: `read` zeroes `d`; a region gone leaves the zeros it holds.
+            gone |= !mem.region_ref(p.mr).is_some_and(|r| r.read(p.offset, d));
+            at += p.len as usize;
+        }
+        // The pad and the CRC field are zeros already (RFC 5044 §4.1, §4.4).
+        let crc_later = self.defer_crc && framer.config().crc;
+        if framer.config().crc && !crc_later {
+            seal_fpdu(buf);
+        }
+        let sum = self.sums.then(|| ones_complement_sum(buf));
+        self.push(Record {
+            start: 0,
+            len: len as u32,
+            head,
+            pieces: Default::default(),
+            trailer: [0; 7],
+            tlen: 0,
+            token: seg.completion(),
+            sum,
+            crc_later,
+            pins: Default::default(),
+            run: 1,
+            step: 0,
+        });
+        if gone {
+            self.region_gone += 1;
+            return Err(LogError::RegionGone);
+        }
+        Ok(len as u32)
+    }
+
     /// Frame one FPDU whole (copy mode) without logging it; `true` when a region was gone
     /// (zeros sent in its place). The fault switches break FPDUs built this way.
     pub fn frame_copy(
@@ -651,7 +721,7 @@ impl TxLog {
             let at = payload.len();
             payload.resize(at + p.len as usize, 0);
             let ok = mem
-                .region(p.mr)
+                .region_ref(p.mr)
                 .is_some_and(|r| r.read(p.offset, &mut payload[at..]));
             gone |= !ok;
         }
@@ -1790,6 +1860,61 @@ mod tests {
         assert_eq!(d.fpdus(), 3);
         // Headers are 14 bytes per FPDU.
         assert_eq!(payload.len(), 4000 + 3 * 14);
+    }
+
+    /// An inline FPDU logged by [`TxLog::push_inline`] reads as the framer writes the same
+    /// segment (CRC on and off, each log mode, in the fixed head and past it), its checksum is
+    /// the sum of those bytes, a read from its middle gives the same bytes, and it carries
+    /// its work request's token.
+    #[test]
+    fn inline_fpdus_read_as_the_framer_writes_them() {
+        let modes = [
+            LogMode::default(),
+            LogMode {
+                sums: true,
+                defer_crc: false,
+            },
+            LogMode {
+                sums: false,
+                defer_crc: true,
+            },
+        ];
+        for crc in [true, false] {
+            for mode in modes {
+                for n in [0u32, 1, 2, 3, 60, 77, 78, 79, 80, 256] {
+                    let mut s = setup(1024);
+                    let sges = if n == 0 { vec![] } else { vec![sge(&s, 5, n)] };
+                    let mut w = WorkRequest::new(3, WrOpcode::Write, sges);
+                    w.remote_stag = Stag(0x300);
+                    s.qp.post_send(w).unwrap();
+                    let seg = s.qp.poll_segment(1400, &mut s.mem).unwrap();
+                    let cfg = FramerConfig {
+                        crc,
+                        markers: false,
+                        stream_pos: 0,
+                    };
+                    let mut log = TxLog::with_mode(mode);
+                    let len = log
+                        .push_inline(&mut Framer::new(cfg), &seg, &mut s.mem)
+                        .unwrap();
+                    let payload = &s.data[5..5 + n as usize];
+                    let mut want = vec![0u8; 2048];
+                    let wn = Framer::new(cfg)
+                        .frame(&[seg.header(), payload], &mut want)
+                        .unwrap();
+                    want.truncate(wn);
+                    let what = format!("crc {crc} {mode:?} n {n}");
+                    assert_eq!(len as usize, wn, "{what}");
+                    assert_eq!(whole(&mut log), want, "{what}");
+                    assert_eq!(log.checksum(0, wn), ones_complement_sum(&want), "{what}");
+                    let mut mid = vec![0u8; wn - 3];
+                    log.read(3, &mut mid);
+                    assert_eq!(mid, want[3..], "{what}");
+                    assert_eq!(log.take_last_token(), seg.completion(), "{what}");
+                    assert!(seg.completion().is_some());
+                }
+            }
+        }
     }
 
     #[test]
