@@ -503,11 +503,11 @@ impl Netstack {
         // Back-pressure: TCP is asked for a segment only when the segment can leave now, so
         // nothing it counts as sent is dropped here (a segment polled and then dropped costs
         // a retransmission timeout).
-        let Some(c) = self.tcp.conn(h) else {
+        let Some(c) = self.tcp.conn_mut(h) else {
             return false;
         };
         let dst = c.remote().0.octets();
-        if !matches!(self.iface.resolve(now, dst), Resolve::Known(_)) {
+        let Resolve::Known(mac) = self.iface.resolve(now, dst) else {
             // The ARP request is on its way; `release_neighbor_waiters` wakes us.
             self.stats.tx_wait_neighbor += 1;
             self.wait_neighbor.push(h);
@@ -517,6 +517,11 @@ impl Netstack {
                 self.wait_neighbor.dedup();
             }
             return false;
+        };
+        // Nothing to send (a data segment taken in, its ACK delayed; a service that queued
+        // nothing): TCP records that poll's outcome without one, no mbuf is set up.
+        if c.poll_nothing(now) {
+            return false;
         }
         // Whether the RDMA engine builds this connection's frames: asked once per batch, not
         // per segment (its connections change only in its own poll, not while we emit).
@@ -525,7 +530,7 @@ impl Netstack {
             .as_ref()
             .is_some_and(|e| e.zero_copy() && e.owns(h));
         if zero_copy {
-            return self.emit_rdma(now, pool, tx, h);
+            return self.emit_rdma(now, pool, tx, h, mac);
         }
         for _ in 0..TX_BUDGET {
             if tx.len() >= TX_QUEUE_LIMIT {
@@ -562,20 +567,17 @@ impl Netstack {
                 self.spare = Some(m);
                 return false;
             };
+            // The connection's peer, whose next hop was resolved above.
             let dst = t.dst.octets();
-            let Resolve::Known(mac) = self.iface.resolve(now, dst) else {
-                // Known a moment ago (checked above): cannot happen within one poll; TCP
-                // would retransmit.
-                self.stats.tx_no_neighbor += 1;
-                self.spare = Some(m);
-                continue;
-            };
             self.iface
                 .emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.len, &mut buf[..hdr]);
             let frame_len = (hdr + t.len).max(MIN_FRAME_LEN);
             buf[hdr + t.len..frame_len].fill(0);
             m.set_len(frame_len);
             tx.push(m);
+            if t.last {
+                return false;
+            }
         }
         true
     }
@@ -589,6 +591,7 @@ impl Netstack {
         pool: &Mempool,
         tx: &mut Vec<Mbuf>,
         h: ConnHandle,
+        mac: [u8; 6],
     ) -> bool {
         use crate::rdma::glue::{Emitted, emit_zero_copy, finish_copy};
         let mut unsealed = std::mem::take(&mut self.unsealed);
@@ -605,14 +608,19 @@ impl Netstack {
                 break;
             };
             let spare = &mut self.spare;
-            match emit_zero_copy(now, h, e, &mut self.tcp, &mut self.iface, pool, spare) {
-                Emitted::Frame(m, u) => {
+            let (tcp, iface) = (&mut self.tcp, &mut self.iface);
+            match emit_zero_copy(now, h, e, tcp, iface, mac, pool, spare) {
+                Emitted::Frame(m, u, last) => {
                     tx.push(m);
                     if let Some(u) = u {
                         unsealed.push((tx.len() - 1, u));
                     }
+                    if last {
+                        // TCP did the poll after this frame itself: nothing follows.
+                        more = false;
+                        break;
+                    }
                 }
-                Emitted::NoNeighbor => self.stats.tx_no_neighbor += 1,
                 Emitted::NoMbuf => {
                     self.stats.tx_no_mbuf += 1;
                     more = false;
@@ -624,7 +632,9 @@ impl Netstack {
                 }
             }
         }
-        if let Some(log) = self.rdma.as_mut().and_then(|e| e.log(h)) {
+        if !unsealed.is_empty()
+            && let Some(log) = self.rdma.as_mut().and_then(|e| e.log(h))
+        {
             for (i, u) in unsealed.drain(..) {
                 if let Some(m) = tx.get_mut(i) {
                     finish_copy(log, m, u);

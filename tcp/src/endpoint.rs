@@ -606,6 +606,7 @@ impl<B: SegBuf> Endpoint<B> {
             payload: 0..0,
             src: self.local_ip,
             dst,
+            last: self.ctl.is_empty(),
         })
     }
 

@@ -36,6 +36,12 @@ pub struct Pair {
     pub latency: Duration,
     /// Probability (per mille) that a segment is lost.
     pub loss_permille: u32,
+    /// Poll as the dataplane does: skip a connection [`Connection::poll_nothing`] says has
+    /// nothing, stop at a segment marked [`crate::Transmit::last`] (default); else poll each
+    /// until `None`.
+    pub stop_at_last: bool,
+    /// Every segment sent, with its time and whether the client sent it (when `trace`).
+    pub trace: Option<Vec<(Instant, bool, Vec<u8>)>>,
     rng: Xoshiro256,
     a_to_b: VecDeque<(Instant, Vec<u8>)>,
     b_to_a: VecDeque<(Instant, Vec<u8>)>,
@@ -65,6 +71,8 @@ impl Pair {
             now,
             latency: Duration::from_micros(50),
             loss_permille: 0,
+            stop_at_last: true,
+            trace: None,
             rng: Xoshiro256::seed_from_u64(seed),
             a_to_b: VecDeque::new(),
             b_to_a: VecDeque::new(),
@@ -113,9 +121,20 @@ impl Pair {
         self.a.handle_timeout(now);
         self.b.handle_timeout(now);
         let mut sent = false;
-        while let Some((_, t)) = self.a.poll_transmit_all(now, &mut self.buf, src_a) {
+        let mut segs = Vec::new();
+        transmit(
+            &mut self.a,
+            now,
+            &mut self.buf,
+            src_a,
+            self.stop_at_last,
+            &mut segs,
+        );
+        for seg in segs.drain(..) {
             sent = true;
-            let seg = self.buf[..t.len].to_vec();
+            if let Some(tr) = self.trace.as_mut() {
+                tr.push((now, true, seg.clone()));
+            }
             if !self.lose() {
                 self.a_to_b.push_back((now + self.latency, seg));
             }
@@ -124,9 +143,19 @@ impl Pair {
             let seg = self.buf[..t.len].to_vec();
             self.a_to_b.push_back((now + self.latency, seg));
         }
-        while let Some((_, t)) = self.b.poll_transmit_all(now, &mut self.buf, src_b) {
+        transmit(
+            &mut self.b,
+            now,
+            &mut self.buf,
+            src_b,
+            self.stop_at_last,
+            &mut segs,
+        );
+        for seg in segs.drain(..) {
             sent = true;
-            let seg = self.buf[..t.len].to_vec();
+            if let Some(tr) = self.trace.as_mut() {
+                tr.push((now, false, seg.clone()));
+            }
             if !self.lose() {
                 self.b_to_a.push_back((now + self.latency, seg));
             }
@@ -173,6 +202,29 @@ impl Pair {
             }
         }
         done(self)
+    }
+}
+
+/// Poll every connection of `ep` (in order, each until it has nothing) into `out`.
+fn transmit(
+    ep: &mut Endpoint<Vec<u8>>,
+    now: Instant,
+    buf: &mut [u8],
+    src: &mut dyn SendSource,
+    stop_at_last: bool,
+    out: &mut Vec<Vec<u8>>,
+) {
+    for h in ep.handles() {
+        let Some(c) = ep.conn_mut(h) else { continue };
+        if stop_at_last && c.poll_nothing(now) {
+            continue;
+        }
+        while let Some(t) = c.poll_transmit(now, buf, src) {
+            out.push(buf[..t.len].to_vec());
+            if stop_at_last && t.last {
+                break;
+            }
+        }
     }
 }
 
@@ -318,5 +370,183 @@ mod tests {
             s.cwnd_limited_ns + s.rwnd_limited_ns + s.sndbuf_limited_ns,
             0
         );
+    }
+
+    /// What one run left: every segment (time, from the client, bytes) and both
+    /// connections' whole state (`Debug`, hashed) after every step.
+    type Record = (Vec<(Instant, bool, Vec<u8>)>, Vec<u64>);
+
+    /// Run `app` (called before each step; true when done) on a fresh pair, with the short cut
+    /// of [`crate::Transmit::last`] / [`Connection::poll_nothing`] on or off (polling until
+    /// `None`, the reference).
+    fn record(
+        shortcut: bool,
+        cfg: TcpConfig,
+        loss: u32,
+        mut app: impl FnMut(&mut Pair) -> bool,
+    ) -> Record {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        crate::conn::NO_SHORTCUT.with(|c| c.set(!shortcut));
+        let mut p = Pair::new(cfg.clone(), cfg, 11);
+        p.loss_permille = loss;
+        p.stop_at_last = shortcut;
+        p.trace = Some(Vec::new());
+        let mut src_a = |off: u64, dst: &mut [u8]| {
+            for (i, b) in dst.iter_mut().enumerate() {
+                *b = (off as usize + i) as u8;
+            }
+        };
+        let mut src_b = |off: u64, dst: &mut [u8]| dst.fill(off as u8 ^ 0x5a);
+        let mut states = Vec::new();
+        for _ in 0..200_000 {
+            let done = app(&mut p);
+            let mut h = DefaultHasher::new();
+            format!("{:?}", p.client()).hash(&mut h);
+            format!("{:?}", p.server()).hash(&mut h);
+            p.now.hash(&mut h);
+            states.push(h.finish());
+            if done || !p.step(&mut src_a, &mut src_b) {
+                break;
+            }
+        }
+        crate::conn::NO_SHORTCUT.with(|c| c.set(false));
+        let trace = p.trace.take().unwrap_or_default();
+        (trace, states)
+    }
+
+    /// The client sends `rounds` 2-byte records, each answered with 2 bytes by the server
+    /// (the RDMA Write latency test's pattern), then both close.
+    fn ping_pong(rounds: u32) -> impl FnMut(&mut Pair) -> bool {
+        let (mut done, mut waiting, mut closed) = (0u32, false, false);
+        move |p: &mut Pair| {
+            if let Some(s) = p.server() {
+                let mut n = 0;
+                while let Some((_, r)) = s.poll_readable() {
+                    n += r.len();
+                }
+                while let Some(e) = s.poll_event() {
+                    if e == Event::PeerClosed {
+                        s.close();
+                    }
+                }
+                for _ in 0..n / 2 {
+                    let _ = s.send_record(2);
+                }
+            }
+            let c = p.client();
+            while c.poll_event().is_some() {}
+            let mut got = 0;
+            while let Some((_, r)) = c.poll_readable() {
+                got += r.len();
+            }
+            if waiting && got >= 2 {
+                waiting = false;
+                done += 1;
+            }
+            if !waiting && done < rounds {
+                waiting = c.send_record(2).is_ok();
+            }
+            if done == rounds && !closed {
+                c.close();
+                closed = true;
+            }
+            closed && c.is_closed()
+        }
+    }
+
+    /// The client sends `total` bytes in EMSS records, the server reads; then both close.
+    fn bulk_then_close(total: u64) -> impl FnMut(&mut Pair) -> bool {
+        let (mut queued, mut closed) = (0u64, false);
+        move |p: &mut Pair| {
+            if let Some(s) = p.server() {
+                while s.poll_readable().is_some() {}
+                while let Some(e) = s.poll_event() {
+                    if e == Event::PeerClosed {
+                        s.close();
+                    }
+                }
+            }
+            let c = p.client();
+            while c.poll_event().is_some() {}
+            while queued < total && c.state() == State::Established {
+                let len = u64::from(c.emss()).min(total - queued);
+                if c.send_record(len).is_err() {
+                    break;
+                }
+                queued += len;
+            }
+            if queued == total && c.acked_offset() >= total && !closed {
+                c.close();
+                closed = true;
+            }
+            closed && c.is_closed()
+        }
+    }
+
+    fn same_with_and_without_short_cut(
+        cfg: TcpConfig,
+        loss: u32,
+        app: impl Fn() -> Box<dyn FnMut(&mut Pair) -> bool>,
+    ) {
+        let (ref_trace, ref_states) = record(false, cfg.clone(), loss, app());
+        let (trace, states) = record(true, cfg, loss, app());
+        assert!(ref_trace.len() > 10, "{} segments", ref_trace.len());
+        assert_eq!(trace.len(), ref_trace.len());
+        for (i, (a, b)) in trace.iter().zip(&ref_trace).enumerate() {
+            assert_eq!(a, b, "segment {i}");
+        }
+        assert_eq!(states.len(), ref_states.len());
+        let first = states.iter().zip(&ref_states).position(|(a, b)| a != b);
+        assert_eq!(first, None, "connection state differs after step {first:?}");
+    }
+
+    #[test]
+    fn the_short_cut_after_a_last_segment_changes_nothing_in_a_ping_pong() {
+        same_with_and_without_short_cut(TcpConfig::default(), 0, || Box::new(ping_pong(300)));
+        // Without RACK/SACK (NewReno), and with Nagle.
+        let cfg = TcpConfig {
+            rack_tlp: false,
+            nagle: true,
+            ..TcpConfig::default()
+        };
+        same_with_and_without_short_cut(cfg, 0, || Box::new(ping_pong(100)));
+    }
+
+    #[test]
+    fn the_short_cut_after_a_last_segment_changes_nothing_in_bulk_with_loss() {
+        same_with_and_without_short_cut(TcpConfig::default(), 20, || {
+            Box::new(bulk_then_close(400_000))
+        });
+        same_with_and_without_short_cut(TcpConfig::default(), 0, || {
+            Box::new(bulk_then_close(200_000))
+        });
+        let cfg = TcpConfig {
+            rack_tlp: false,
+            ..TcpConfig::default()
+        };
+        same_with_and_without_short_cut(cfg, 30, || Box::new(bulk_then_close(300_000)));
+    }
+
+    #[test]
+    fn the_short_cut_is_taken() {
+        // The ping-pong's data segments are all marked last (and the equivalence above is
+        // not vacuous).
+        let mut p = Pair::new(TcpConfig::default(), TcpConfig::default(), 1);
+        let mut src = |_: u64, dst: &mut [u8]| dst.fill(1);
+        assert!(
+            p.drive(&mut src, &mut NoData, 10_000, |p| p.client().state()
+                == State::Established)
+        );
+        assert!(p.client().send_record(2).is_ok());
+        let now = p.now;
+        let mut buf = [0u8; 200];
+        let t = p.client().poll_transmit(now, &mut buf, &mut src);
+        assert!(
+            t.as_ref()
+                .is_some_and(|t| t.last && t.len == t.header_len + 2),
+            "{t:?}"
+        );
+        assert!(p.client().poll_transmit(now, &mut buf, &mut src).is_none());
+        assert!(p.client().poll_nothing(now));
     }
 }

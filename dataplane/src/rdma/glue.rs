@@ -60,10 +60,9 @@ impl Net<Mbuf> for StackNet<'_> {
 /// What one zero-copy transmission attempt produced.
 pub(crate) enum Emitted {
     /// A frame to send; with [`Unsealed`], its payload's CRCs and TCP checksum are still to be
-    /// filled in by [`finish_copy`] before it leaves.
-    Frame(Mbuf, Option<Unsealed>),
-    /// TCP sent a segment but the next hop is unknown (TCP retransmits).
-    NoNeighbor,
+    /// filled in by [`finish_copy`] before it leaves. The flag: TCP has nothing after it
+    /// ([`tcp::Transmit::last`]), the caller need not ask again.
+    Frame(Mbuf, Option<Unsealed>, bool),
     /// Out of mbufs (the segment is lost: TCP retransmits).
     NoMbuf,
     /// Nothing to send.
@@ -162,7 +161,8 @@ pub(crate) fn add_to_checksum(field: &mut [u8], sum: u16) {
 /// Ethernet minimum, are copied instead. With [`Engine::copy_payload`] (a device without
 /// multi-segment TX) every payload is copied into the header's mbuf and the TCP checksum is
 /// completed from the sum of the copied bytes ([`SumLater`]). `spare`: an mbuf kept from an
-/// attempt that had nothing to send, used (and refilled) before the pool is asked.
+/// attempt that had nothing to send, used (and refilled) before the pool is asked. `mac`: the
+/// next hop's, resolved by the caller for the connection's peer (every segment goes there).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_zero_copy(
     now: Instant,
@@ -170,6 +170,7 @@ pub(crate) fn emit_zero_copy(
     engine: &mut Engine,
     tcp: &mut Endpoint<Mbuf>,
     iface: &mut Iface,
+    mac: [u8; 6],
     pool: &Mempool,
     spare: &mut Option<Mbuf>,
 ) -> Emitted {
@@ -201,9 +202,6 @@ pub(crate) fn emit_zero_copy(
     };
     let plen = (t.payload.end - t.payload.start) as usize;
     let dst = t.dst.octets();
-    let Resolve::Known(mac) = iface.resolve(now, dst) else {
-        return Emitted::NoNeighbor;
-    };
     iface.emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.header_len + plen, &mut buf[..hdr]);
     m.trim(TCP_HDR_MAX - t.header_len);
     let total = hdr + t.header_len + plen;
@@ -249,7 +247,7 @@ pub(crate) fn emit_zero_copy(
             None => return Emitted::NoMbuf,
         }
     }
-    Emitted::Frame(m, unsealed)
+    Emitted::Frame(m, unsealed, t.last)
 }
 
 #[cfg(test)]

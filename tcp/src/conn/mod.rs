@@ -68,6 +68,8 @@
 
 pub(crate) mod input;
 mod output;
+#[cfg(test)]
+pub(crate) use output::NO_SHORTCUT;
 mod timer;
 
 use std::collections::VecDeque;
@@ -254,6 +256,11 @@ pub struct Transmit {
     pub src: Ipv4Address,
     /// IPv4 destination address for the IP header.
     pub dst: Ipv4Address,
+    /// Nothing follows now: the next poll would return `None`, and what it records (the
+    /// chrono state, window use, the application-limited mark, timers) was recorded with this
+    /// segment, at the same `now`. The caller may stop polling (polling again is harmless).
+    /// False when unsure.
+    pub last: bool,
 }
 
 /// A 4-tuple side: address and port.

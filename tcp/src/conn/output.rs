@@ -8,6 +8,13 @@ use crate::wire::OutHeader;
 /// Largest TCP header (RFC 9293 §3.1: data offset of 15 words).
 const MAX_HEADER: usize = 60;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: turn off the short cut of [`Transmit::last`] and [`Connection::poll_nothing`]
+    /// (the reference behaviour: every caller polls until `None`).
+    pub(crate) static NO_SHORTCUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// What the next segment carries, in absolute send offsets.
 struct Plan {
     start: u64,
@@ -22,7 +29,8 @@ struct Plan {
 
 impl<B: SegBuf> Connection<B> {
     /// Write the next segment to send into `buf` (at least 60 bytes; 60 + `emss()` for
-    /// full-sized segments), reading payload from `src`. Call until it returns `None`.
+    /// full-sized segments), reading payload from `src`. Call until it returns `None` or a
+    /// segment marked [`Transmit::last`].
     #[must_use]
     pub fn poll_transmit<S: SendSource + ?Sized>(
         &mut self,
@@ -64,19 +72,38 @@ impl<B: SegBuf> Connection<B> {
     ) -> Option<Transmit> {
         self.tx_limit = inline.unwrap_or(u64::MAX).max(1);
         self.tx_inline = inline.is_some();
-        let t = self.transmit_inner(now, buf, src);
-        let limit = if t.is_some() {
-            Limit::Busy
-        } else {
-            self.limit()
-        };
+        let mut t = self.transmit_inner(now, buf, src);
+        match t.as_mut() {
+            Some(t) => {
+                self.chrono.set(now, Limit::Busy, &mut self.stats);
+                let flight = self.snd_max - self.snd_una;
+                self.cwnd_use
+                    .on_transmit_poll(self.snd_una, self.snd_nxt, flight, false);
+                self.stats.segs_out += 1;
+                // The poll after this one, done here (same `now`) when it surely finds
+                // nothing: the caller may skip it (its frame-building set-up costs more than
+                // this test). Neither step reads what the other's timers change, so one
+                // `arm_timers` below serves both.
+                if self.surely_nothing() {
+                    self.note_nothing(now);
+                    t.last = true;
+                }
+            }
+            None => self.note_nothing(now),
+        }
+        self.arm_timers(now);
+        t
+    }
+
+    /// What a transmit poll that found nothing records: why nothing was sent (the chrono
+    /// counters), the window use, and the application-limited mark.
+    fn note_nothing(&mut self, now: Instant) {
+        let limit = self.limit();
         self.chrono.set(now, limit, &mut self.stats);
         let flight = self.snd_max - self.snd_una;
         self.cwnd_use
             .on_transmit_poll(self.snd_una, self.snd_nxt, flight, limit == Limit::Cwnd);
-        if t.is_some() {
-            self.stats.segs_out += 1;
-        } else if self.log_on() && self.snd_nxt >= self.app_end && self.state.is_synchronized() {
+        if self.log_on() && self.snd_nxt >= self.app_end && self.state.is_synchronized() {
             // Nothing more to send while the window has room: samples from here on are
             // application-limited (draft-cheng-iccrg-delivery-rate-estimation §3.4).
             let pipe = self.pipe();
@@ -84,8 +111,43 @@ impl<B: SegBuf> Connection<B> {
                 self.rack.rate.on_app_limited(pipe);
             }
         }
+    }
+
+    /// Whether [`Connection::transmit_inner`] would now return `None` without changing any
+    /// state: every branch that can produce a segment, or that has side effects on the way to
+    /// `None` (pacing credit, a taken `sack_owed`, a TLP plan, NewReno's recovery flags), is
+    /// ruled out. Conservative: false means "poll to know".
+    fn surely_nothing(&self) -> bool {
+        #[cfg(test)]
+        if NO_SHORTCUT.with(std::cell::Cell::get) {
+            return false;
+        }
+        // Unsent data first: it decides in bulk transfers, where the short cut never applies.
+        self.snd_nxt >= self.app_end
+            && self.ctl.is_empty()
+            && self.dupacks_owed == 0
+            && !self.sack_owed
+            && !self.ack_now
+            && !self.probe_due
+            && !self.keepalive_due
+            && !matches!(self.state, State::SynSent | State::SynReceived)
+            && !self.tlp_due
+            && !self.fin_queued
+            && self.rack.lost_bytes() == 0
+            && !(self.in_recovery && self.newreno_rtx)
+            && self.cc.pacing_rate().is_none()
+    }
+
+    /// A transmit poll for a caller that has not built a frame yet: when it would surely find
+    /// nothing, record what that poll records (same state, timers and counters afterwards)
+    /// and return true, so the caller skips setting up a buffer; else false (poll).
+    pub fn poll_nothing(&mut self, now: Instant) -> bool {
+        if !self.surely_nothing() {
+            return false;
+        }
+        self.note_nothing(now);
         self.arm_timers(now);
-        t
+        true
     }
 
     fn transmit_inner<S: SendSource + ?Sized>(
@@ -643,6 +705,7 @@ impl<B: SegBuf> Connection<B> {
             payload: so..so + payload_len as u64,
             src: self.local.0,
             dst: self.remote.0,
+            last: false,
         })
     }
 
