@@ -210,8 +210,9 @@ impl Lcore {
         self.step_at(now)
     }
 
-    /// [`Lcore::step`] at `now`, a reading of this loop's clock taken just before (a caller
-    /// that read the clock anyway saves a read: [`crate::pump::Pump::poll`]).
+    /// [`Lcore::step`] at `now`, a reading of this loop's clock taken just before by the
+    /// caller that holds the loop (one that read the clock anyway saves a read:
+    /// [`crate::pump::Pump::poll`]). Readings must not go backwards from step to step.
     pub fn step_at(&mut self, now: Instant) -> bool {
         let Lcore {
             setup,

@@ -132,20 +132,29 @@ impl Pump {
     /// Step the loop once, unless another thread holds it (then return at once). Returns
     /// whether a step ran. No effect once the loop stopped.
     pub fn poll(&self) -> bool {
-        // One clock reading for both: the loop's clock is this one (`Pump::new`).
-        let now = self.clock.now();
-        self.app_polled
-            .store(now.as_nanos().max(1), Ordering::Relaxed);
+        let mark = |now: netcore::Instant| {
+            self.app_polled
+                .store(now.as_nanos().max(1), Ordering::Relaxed)
+        };
         match self.lcore.try_lock() {
             Ok(mut g) => g
                 .as_mut()
                 .map(|l| {
+                    // One clock reading for both, taken under the lock: the loop's steps
+                    // (this thread's and the others') see their times in order (TCP
+                    // timestamps, RTT samples and the timer wheel rely on it). The loop's
+                    // clock is this one (`Pump::new`).
+                    let now = self.clock.now();
+                    mark(now);
                     register_current_thread(l.eal());
                     l.step_at(now)
                 })
                 .is_some(),
             // A panic on the loop's thread: leave the loop alone.
-            Err(TryLockError::Poisoned(_)) | Err(TryLockError::WouldBlock) => false,
+            Err(TryLockError::Poisoned(_)) | Err(TryLockError::WouldBlock) => {
+                mark(self.clock.now());
+                false
+            }
         }
     }
 
