@@ -395,6 +395,9 @@ impl RdmaConn {
             }
         }
         self.binding = None;
+        // From here on the counters are not published: what the connection still sends (the
+        // TERMINATE of the abort, the FIN) is not counted for the QP, whose number the
+        // control thread may reuse once `QpReleased` is out.
         self.qp_destroyed = true;
         if !self.disconnect {
             self.disconnect(now, c, ctx);

@@ -10,8 +10,9 @@
 //! * mutators: [`Connection::send`], [`Connection::send_record`], [`Connection::close`],
 //!   [`Connection::abort`];
 //! * outputs, polled in this order after every input: [`Connection::poll_transmit`] (until
-//!   `None`), [`Connection::poll_timeout`], [`Connection::poll_event`],
-//!   [`Connection::poll_readable`].
+//!   `None`, or a segment marked [`Transmit::last`]; [`Connection::poll_nothing`] answers a
+//!   poll that would surely find nothing without a buffer), [`Connection::poll_timeout`],
+//!   [`Connection::poll_event`], [`Connection::poll_readable`].
 //!
 //! # Zero copy
 //! Received in-order payload is handed out as `(B, Range<usize>)`: the caller's own segment
