@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Alternating A/B runs of one iwarp-perf test between two embedded engines over a memif wire
 # (MTU 1500, cores 0 and 1, first_fpdu_delay_ms = 0, as bench-rdma.sh): variant A and B differ
-# by build (BIN_A, BIN_B) and/or by arguments (ARGS_A, ARGS_B). Prints each run's table row and
-# the median of each variant's last column but one (BW average / t_typical...). Run as root,
-# under `flock /tmp/iwarp-e2e.lock` when others share the machine.
+# by build (BIN_A, BIN_B) and/or by arguments (ARGS_A, ARGS_B). Prints each run's table row,
+# after the wire's state (`c2c`, the cache-line round trip between the cores; ~50-130 ns fast,
+# ~370-440 ns slow: compare only within a state), and the median of each variant's BW average
+# (bandwidth tests) or t_typical (latency tests). Run as root, under
+# `flock /tmp/iwarp-e2e.lock` when others share the machine.
 #   scripts/ab-memif.sh TEST "ARGS_A" "ARGS_B"      e.g. write_bw "-s 65536 -n 20000 --report_gbits --pump off" "-s 65536 -n 20000 --report_gbits"
 # Environment: BIN_A, BIN_B (directories holding iwarp-perf; default target/release), ROUNDS
 #   (3; the order alternates each round), RUN_TIMEOUT (60 s per run).
@@ -24,8 +26,13 @@ cleanup() {
 }
 trap cleanup EXIT
 for s in a b; do memif_conf $s "abm-$s-$$" "$work" > "$work/$s.toml"; done
+# The wire's state (BENCHMARKS.md §4: fast or slow by where the host runs the two vCPUs): the
+# cache-line round trip between the two cores, before each run, when a C compiler is there.
+c2c() { [[ -x $work/c2c ]] && "$work/c2c" | sed 's/^/  /' || true; }
+gcc -O2 -pthread scripts/guest/c2c.c -o "$work/c2c" 2> /dev/null || true
 run() { # variant bin args: one run, its table row on stdout (appended to $work/<variant>)
     local v=$1 bin=$2 row
+    c2c
     # shellcheck disable=SC2086 # args: words
     timeout -k 5 "$RUN_TIMEOUT" "$bin/iwarp-perf" "$T" -d "$work/a.toml" $3 > "$work/s.out" 2> "$work/s.err" &
     sp=$!
