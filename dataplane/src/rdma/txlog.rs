@@ -77,9 +77,24 @@ enum Head {
 }
 
 impl Head {
+    /// `len` zero bytes: in place when they fit, else on the heap.
+    fn zeroed(len: usize) -> Head {
+        match u8::try_from(len) {
+            Ok(n) if len <= HEAD_CAP => Head::Fixed([0; HEAD_CAP], n),
+            _ => Head::Owned(vec![0; len]),
+        }
+    }
+
     fn bytes(&self) -> &[u8] {
         match self {
             Head::Fixed(b, n) => b.get(..usize::from(*n)).unwrap_or(&[]),
+            Head::Owned(v) => v,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Head::Fixed(b, n) => b.get_mut(..usize::from(*n)).unwrap_or(&mut []),
             Head::Owned(v) => v,
         }
     }
@@ -406,17 +421,25 @@ impl TxLog {
     /// Log raw bytes (an MPA Request/Reply, or an FPDU framed in copy mode); returns the
     /// record length to queue with `Connection::send_record`.
     pub fn push_bytes(&mut self, bytes: &[u8], token: Option<SqToken>) -> u32 {
+        self.push_whole(Head::Owned(bytes.to_vec()), token, false)
+    }
+
+    /// Log a record whose bytes are all in `head` (with its sum when the log keeps sums);
+    /// `crc_later`: the FPDU's CRC field is left to the fused copy.
+    fn push_whole(&mut self, head: Head, token: Option<SqToken>, crc_later: bool) -> u32 {
+        let bytes = head.bytes();
         let sum = self.sums.then(|| ones_complement_sum(bytes));
+        let len = bytes.len() as u32;
         self.push(Record {
             start: 0,
-            len: bytes.len() as u32,
-            head: Head::Owned(bytes.to_vec()),
+            len,
+            head,
             pieces: Default::default(),
             trailer: [0; 7],
             tlen: 0,
             token,
             sum,
-            crc_later: false,
+            crc_later,
             pins: Default::default(),
             run: 1,
             step: 0,
@@ -660,15 +683,8 @@ impl TxLog {
         };
         let tb = t.as_slice();
         let len = 2 + ulpdu + tb.len();
-        let mut head = if len <= HEAD_CAP {
-            Head::Fixed([0; HEAD_CAP], len as u8)
-        } else {
-            Head::Owned(vec![0; len])
-        };
-        let buf = match &mut head {
-            Head::Fixed(b, _) => &mut b[..len],
-            Head::Owned(v) => &mut v[..],
-        };
+        let mut head = Head::zeroed(len);
+        let buf = head.bytes_mut();
         buf[..2].copy_from_slice(&prefix);
         buf[2..2 + hdr.len()].copy_from_slice(hdr);
         let mut at = 2 + hdr.len();
@@ -684,21 +700,7 @@ impl TxLog {
         if framer.config().crc && !crc_later {
             seal_fpdu(buf);
         }
-        let sum = self.sums.then(|| ones_complement_sum(buf));
-        self.push(Record {
-            start: 0,
-            len: len as u32,
-            head,
-            pieces: Default::default(),
-            trailer: [0; 7],
-            tlen: 0,
-            token: seg.completion(),
-            sum,
-            crc_later,
-            pins: Default::default(),
-            run: 1,
-            step: 0,
-        });
+        self.push_whole(head, seg.completion(), crc_later);
         if gone {
             self.region_gone += 1;
             return Err(LogError::RegionGone);
