@@ -1023,24 +1023,24 @@ impl QpRun {
                 self.queue_run(&run, c, log);
                 continue;
             }
-            let seg = run.into_first();
+            let seg = run.first();
             if !seg.is_terminate()
                 && let Some(f) = self.fault.take()
             {
-                self.send_broken(f, &seg, c, log);
+                self.send_broken(f, seg, c, log);
                 if self.frozen {
                     return false;
                 }
                 continue;
             }
-            let inline = self.is_inline(&seg);
+            let inline = self.is_inline(seg);
             let len = if self.markers_tx {
-                log.push_copy(&mut self.framer, &seg, &mut self.mem)
+                log.push_copy(&mut self.framer, seg, &mut self.mem)
                     .map(|r| r.0)
             } else if inline {
-                log.push_inline(&mut self.framer, &seg, &mut self.mem)
+                log.push_inline(&mut self.framer, seg, &mut self.mem)
             } else {
-                log.push_gather(&mut self.framer, &seg, &mut self.mem)
+                log.push_gather(&mut self.framer, seg, &mut self.mem)
             };
             if inline && len.is_ok() {
                 self.complete_inline(log);

@@ -589,9 +589,12 @@ impl Qp {
         max_count: u32,
         mem: &mut dyn Memory,
     ) -> Option<TxRun> {
-        let first = self.tx_next(max_ulpdu, mem)?;
-        let more = self.extend_run(&first, max_count.saturating_sub(1));
-        Some(TxRun::new(first, 1 + more))
+        let mut run = TxRun::empty();
+        if !self.tx_next_into(max_ulpdu, mem, &mut run.first) {
+            return None;
+        }
+        run.count += self.extend_run(&run.first, max_count.saturating_sub(1));
+        Some(run)
     }
 
     /// Open a completion slot for a WR leaving the send queue.

@@ -49,6 +49,15 @@ pub struct TxSegment {
 }
 
 impl TxSegment {
+    fn empty() -> TxSegment {
+        TxSegment {
+            hdr: [0; SEG_HDR_CAP],
+            hdr_len: 0,
+            pieces: [Piece::default(); MAX_PIECES],
+            npieces: 0,
+            completion: None,
+        }
+    }
     /// DDP + RDMAP header bytes.
     pub fn header(&self) -> &[u8] {
         &self.hdr[..self.hdr_len]
@@ -79,13 +88,17 @@ impl TxSegment {
 /// (RFC 5041 §5.2), so they complete nothing; `count == 1` is any single segment.
 #[derive(Debug, Clone)]
 pub struct TxRun {
-    first: TxSegment,
-    count: u32,
+    pub(crate) first: TxSegment,
+    pub(crate) count: u32,
 }
 
 impl TxRun {
-    pub(crate) fn new(first: TxSegment, count: u32) -> TxRun {
-        TxRun { first, count }
+    /// A run of one empty segment, for [`Qp::poll_run`] to fill in place.
+    pub(crate) fn empty() -> TxRun {
+        TxRun {
+            first: TxSegment::empty(),
+            count: 1,
+        }
     }
     /// The first segment.
     pub fn first(&self) -> &TxSegment {
@@ -461,13 +474,7 @@ impl Qp {
             ddp: rw::untagged(true, qn::TERMINATE, msn, 0, 0),
             rdmap: RdmapPart::Terminate(t),
         };
-        let mut seg = TxSegment {
-            hdr: [0; SEG_HDR_CAP],
-            hdr_len: 0,
-            pieces: [Piece::default(); MAX_PIECES],
-            npieces: 0,
-            completion: None,
-        };
+        let mut seg = TxSegment::empty();
         if hdr.buffer_len() > max_ulpdu.min(SEG_HDR_CAP) {
             // Too small a segment for now: keep it for the next poll.
             self.term_tx = Some(t);
@@ -481,32 +488,46 @@ impl Qp {
     }
 
     pub(crate) fn tx_next(&mut self, max_ulpdu: usize, mem: &mut dyn Memory) -> Option<TxSegment> {
+        let mut seg = TxSegment::empty();
+        self.tx_next_into(max_ulpdu, mem, &mut seg).then_some(seg)
+    }
+
+    /// [`Qp::tx_next`] into `seg` (empty), in place; false when there is nothing to send.
+    pub(crate) fn tx_next_into(
+        &mut self,
+        max_ulpdu: usize,
+        mem: &mut dyn Memory,
+        seg: &mut TxSegment,
+    ) -> bool {
         if let Some(t) = self.term_tx.take() {
-            return self.terminate_segment(t, max_ulpdu);
+            return match self.terminate_segment(t, max_ulpdu) {
+                Some(s) => {
+                    *seg = s;
+                    true
+                }
+                None => false,
+            };
         }
         if !matches!(self.state, QpState::Rts | QpState::Closing) {
-            return None;
+            return false;
         }
         // RFC 6581 §5: the responder sends nothing before the initiator's RTR arrived; the
         // initiator's RTR is its first FPDU.
         if self.rtr_rx.is_some() {
-            return None;
+            return false;
         }
-        let mut seg = TxSegment {
-            hdr: [0; SEG_HDR_CAP],
-            hdr_len: 0,
-            pieces: [Piece::default(); MAX_PIECES],
-            npieces: 0,
-            completion: None,
-        };
         if let Some(m) = self.cur_tx.as_mut() {
-            if m.next_segment(max_ulpdu, &mut seg)? {
-                let done = self.cur_tx.take();
-                if let Some(done) = done {
-                    seg.completion = self.finish(done);
+            match m.next_segment(max_ulpdu, seg) {
+                None => return false,
+                Some(false) => {}
+                Some(true) => {
+                    let done = self.cur_tx.take();
+                    if let Some(done) = done {
+                        seg.completion = self.finish(done);
+                    }
                 }
             }
-            return Some(seg);
+            return true;
         }
         // A new message: built here and kept in `cur_tx` only while segments remain (a
         // message of one segment, the common small one, is never copied into it and out).
@@ -514,21 +535,24 @@ impl Qp {
             Some(kind) => self.rtr_message(kind),
             None => match self.irq.pop_front() {
                 Some(m) => m,
-                None => self.start_wr(mem)?,
+                None => match self.start_wr(mem) {
+                    Some(m) => m,
+                    None => return false,
+                },
             },
         };
-        match m.next_segment(max_ulpdu, &mut seg) {
+        match m.next_segment(max_ulpdu, seg) {
             Some(true) => {
                 seg.completion = self.finish(m);
-                Some(seg)
+                true
             }
             Some(false) => {
                 self.cur_tx = Some(m);
-                Some(seg)
+                true
             }
             None => {
                 self.cur_tx = Some(m);
-                None
+                false
             }
         }
     }
