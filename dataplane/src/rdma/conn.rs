@@ -940,7 +940,7 @@ impl QpRun {
         let Some(io) = &mut self.io else { return };
         let mut corrupt: Option<QueueError> = None;
         while self.qp.send_queue_len() < self.sq_depth {
-            match io.next_send() {
+            match io.next_send(|| self.qp.spare_sges()) {
                 Ok(Some(wr)) => {
                     let (id, op) = (wr.wr_id, wr.opcode);
                     match self.qp.post_send(wr) {
