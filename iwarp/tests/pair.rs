@@ -406,6 +406,48 @@ fn unsignaled_wrs_complete_silently_in_order() {
     );
 }
 
+/// A completed Write leaves its SGE vector for the next work request (`Qp::spare_sges`:
+/// emptied, its capacity kept); the data of Writes posted with reused vectors arrives intact.
+#[test]
+fn completed_work_requests_leave_their_sge_vectors() {
+    let mut p = Pair::new(cfg(true, false), cfg(true, false), 9);
+    let rw = Access::LOCAL_READ | Access::LOCAL_WRITE;
+    let a_src = p.mem_a.register(PD, rw, 0, 4000);
+    let b_wr = p.mem_b.register(PD, Access::REMOTE_WRITE | rw, 0x10, 4000);
+    let data: Vec<u8> = (0..4000u32).map(|i| (i * 7 + 3) as u8).collect();
+    p.mem_a.bytes_mut(a_src.handle).copy_from_slice(&data);
+    assert_eq!(p.a.spare_sges().capacity(), 0, "nothing completed yet");
+    for i in 0..4u64 {
+        let mut sges = p.a.spare_sges();
+        assert!(sges.is_empty());
+        if i > 0 {
+            assert!(sges.capacity() >= 2, "round {i}: the last Write's vector");
+        }
+        sges.push(Sge {
+            mr: a_src.handle,
+            offset: 1000 * i,
+            len: 600,
+        });
+        sges.push(Sge {
+            mr: a_src.handle,
+            offset: 1000 * i + 600,
+            len: 400,
+        });
+        let mut wr = WorkRequest::new(i, WrOpcode::Write, sges);
+        wr.remote_stag = b_wr.stag;
+        wr.remote_to = 0x10 + 1000 * i;
+        p.a.post_send(wr).unwrap();
+        p.drive();
+        let c = p.completions_a();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].status, c[0].byte_len),
+            (i, WcStatus::Success, 1000)
+        );
+    }
+    assert_eq!(p.mem_b.bytes(b_wr.handle), &data[..]);
+}
+
 #[test]
 fn graceful_close_and_abortive_close() {
     let mut p = Pair::new(cfg(true, false), cfg(true, false), 9);

@@ -405,15 +405,10 @@ impl Engine {
                 }
             }
             EngineCmd::DestroyQp { qp } => {
+                // A connect not yet under way ends silently: the control thread closed the
+                // CM id with the QP (as for a connection, `RdmaConn::report`).
                 if let Some(p) = self.connecting.iter().position(|p| p.qp.qp == qp) {
-                    let p = self.connecting.remove(p);
-                    self.out.push((
-                        p.owner,
-                        EngineEvent::ConnectFailed {
-                            conn: p.conn,
-                            reason: ConnectFailure::Aborted,
-                        },
-                    ));
+                    self.connecting.remove(p);
                 }
                 if let Some(h) = self.by_qp.remove(&qp)
                     && let Some(c) = net.tcp().conn_mut(h)
@@ -679,7 +674,7 @@ impl Engine {
         if let Some((qp, s)) = rc.qp_stats() {
             self.stats.publish(qp, s);
         }
-        if !rc.finished() {
+        if !rc.finished() && !rc.qp_destroyed() {
             // Ended without the QP seeing it (e.g. reaped while negotiating as responder).
             if rc.role == Role::Initiator && rc.run.is_none() {
                 self.out.push((

@@ -152,12 +152,16 @@ impl QueueIo {
         }
     }
 
-    /// The next send-queue work request.
-    pub(crate) fn next_send(&mut self) -> Result<Option<WorkRequest>, QueueError> {
+    /// The next send-queue work request; a ring's WQE is decoded into a vector from `spare`
+    /// (called only then: [`iwarp::rdmap::Qp::spare_sges`] reuses a completed WR's).
+    pub(crate) fn next_send(
+        &mut self,
+        spare: impl FnOnce() -> Vec<Sge>,
+    ) -> Result<Option<WorkRequest>, QueueError> {
         match self {
             QueueIo::Local(l) => Ok(l.take_send()),
             QueueIo::Rings { sq, .. } => match sq.pop()? {
-                Some(w) => decode_wqe(&w).map(Some).map_err(QueueError::Wqe),
+                Some(w) => decode_wqe(&w, spare()).map(Some).map_err(QueueError::Wqe),
                 None => Ok(None),
             },
         }
@@ -241,7 +245,7 @@ impl FlushedQp {
                 }
                 self.pending.pop_front();
             }
-            if let Some(wr) = self.io.next_send()? {
+            if let Some(wr) = self.io.next_send(Vec::new)? {
                 self.pending
                     .push_back(sq_flush(wr.wr_id, wr.opcode, WcStatus::Flushed));
             } else if let Some(rr) = self.io.next_recv()? {
@@ -260,17 +264,22 @@ impl FlushedQp {
 }
 
 fn sges(s: &[abi::Sge]) -> Vec<Sge> {
-    s.iter()
-        .map(|g| Sge {
-            mr: MrHandle(g.lkey),
-            offset: g.offset,
-            len: g.len,
-        })
-        .collect()
+    sges_into(s, Vec::with_capacity(s.len()))
 }
 
-/// An untrusted send WQE -> a work request.
-pub(crate) fn decode_wqe(w: &Wqe) -> Result<WorkRequest, WqeError> {
+/// `s` as SGEs in `into` (emptied first).
+fn sges_into(s: &[abi::Sge], mut into: Vec<Sge>) -> Vec<Sge> {
+    into.clear();
+    into.extend(s.iter().map(|g| Sge {
+        mr: MrHandle(g.lkey),
+        offset: g.offset,
+        len: g.len,
+    }));
+    into
+}
+
+/// An untrusted send WQE -> a work request, its SGEs in `sges` (emptied first).
+pub(crate) fn decode_wqe(w: &Wqe, sges: Vec<Sge>) -> Result<WorkRequest, WqeError> {
     let op = w.validate()?;
     let opcode = match op {
         WqeOpcode::Send | WqeOpcode::SendSe => WrOpcode::Send,
@@ -284,7 +293,7 @@ pub(crate) fn decode_wqe(w: &Wqe) -> Result<WorkRequest, WqeError> {
             swap: w.swap,
         },
     };
-    let mut wr = WorkRequest::new(w.wr_id, opcode, sges(w.sges()?));
+    let mut wr = WorkRequest::new(w.wr_id, opcode, sges_into(w.sges()?, sges));
     wr.remote_stag = Stag(w.rkey);
     wr.remote_to = w.remote_addr;
     wr.imm = w.compare_add;
@@ -403,7 +412,7 @@ mod tests {
         w.compare_add = 77;
         client_sq.push(w).unwrap();
         assert!(io.has_work().unwrap());
-        let wr = io.next_send().unwrap().unwrap();
+        let wr = io.next_send(Vec::new).unwrap().unwrap();
         assert_eq!(wr.opcode, WrOpcode::WriteImm);
         assert_eq!(
             (wr.imm, wr.remote_stag, wr.remote_to),
@@ -414,7 +423,10 @@ mod tests {
         let mut bad = Wqe::new(43, WqeOpcode::Send, &[sge]);
         bad.opcode = 99;
         client_sq.push(bad).unwrap();
-        assert_eq!(io.next_send(), Err(QueueError::Wqe(WqeError::Opcode(99))));
+        assert_eq!(
+            io.next_send(Vec::new),
+            Err(QueueError::Wqe(WqeError::Opcode(99)))
+        );
         // Completions land in sub-ring 1; the armed CQ signals its eventfd once.
         let mut client_cq = CqConsumer::attach(rm.clone(), &layout).unwrap();
         assert!(!client_cq.arm().unwrap());

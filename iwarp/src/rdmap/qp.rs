@@ -284,6 +284,9 @@ pub(crate) struct Outstanding {
     pub(crate) rtr: bool,
 }
 
+/// Most emptied SGE vectors a QP keeps for reuse ([`Qp::spare_sges`]).
+const SPARE_SGES: usize = 32;
+
 /// A queue pair. See the module docs for the call order.
 #[derive(Debug)]
 pub struct Qp {
@@ -319,6 +322,8 @@ pub struct Qp {
     pub(crate) rtr_tx: Option<RtrKind>,
     /// Responder: the RTR still to receive; nothing is sent before it.
     pub(crate) rtr_rx: Option<RtrKind>,
+    /// SGE vectors of completed send WRs, emptied, for the next ones ([`Qp::spare_sges`]).
+    pub(crate) spare_sges: Vec<Vec<Sge>>,
 }
 
 impl Qp {
@@ -352,6 +357,7 @@ impl Qp {
             sq_base: 0,
             sq_next: 0,
             wait_ack: VecDeque::new(),
+            spare_sges: Vec::new(),
             local_error: FirstError::default(),
             remote_term: None,
             scratch: vec![0; usize::from(u16::MAX)],
@@ -489,6 +495,21 @@ impl Qp {
         }
         self.rq.push_back(rr);
         Ok(())
+    }
+
+    /// An empty vector for the SGEs of a work request about to be posted: one a completed
+    /// work request left behind when there is one (a caller that builds work requests from
+    /// its own queue allocates nothing in steady state), else a new one.
+    pub fn spare_sges(&mut self) -> Vec<Sge> {
+        self.spare_sges.pop().unwrap_or_default()
+    }
+
+    /// Keep the SGE vector of a work request that is done, for [`Qp::spare_sges`].
+    pub(crate) fn recycle_sges(&mut self, mut v: Vec<Sge>) {
+        if self.spare_sges.len() < SPARE_SGES && v.capacity() > 0 {
+            v.clear();
+            self.spare_sges.push(v);
+        }
     }
 
     /// Post a send-queue work request.

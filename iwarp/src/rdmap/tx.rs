@@ -15,7 +15,7 @@ use crate::rdmap::terminate::TerminateHdr;
 use crate::rdmap::wire::{
     self as rw, AtomicRequest, Header, MAX_HDR_LEN, Opcode, RdmapPart, ReadRequest, aopcode, qn,
 };
-use crate::stag::{Access, MemoryTable, MrHandle};
+use crate::stag::{Access, MemoryTable, MrHandle, Stag};
 
 /// Most region ranges one segment gathers.
 pub const MAX_PIECES: usize = 4;
@@ -130,7 +130,12 @@ enum After {
     Nothing,
     Complete,
     ThenImmediate,
-    ToOrq(Outstanding),
+    /// Into the ORQ as [`Outstanding`] (built from the WR then, not cloned from it).
+    ToOrq {
+        sink: Option<(Stag, u64)>,
+        size: u64,
+        req_id: u32,
+    },
 }
 
 /// A message being sent.
@@ -199,6 +204,75 @@ impl TxMsg {
             wr: None,
             after: After::Nothing,
         }
+    }
+}
+
+impl TxMsg {
+    /// Fill `seg` (empty) with this message's next segment of at most `max_ulpdu` octets
+    /// (RFC 5041 §5.2: TO or MO of its first payload octet, L on the last) and advance.
+    /// Returns whether it is the last; `None` (nothing changed) when not even one payload
+    /// octet fits.
+    fn next_segment(&mut self, max_ulpdu: usize, seg: &mut TxSegment) -> Option<bool> {
+        let hdr_len = self.hdr.buffer_len();
+        debug_assert!(hdr_len <= MAX_HDR_LEN);
+        let room = max_ulpdu.checked_sub(hdr_len)? as u64;
+        let remaining = self.total - self.sent;
+        if room == 0 && remaining > 0 {
+            return None;
+        }
+        let mut chunk = remaining.min(room);
+        match self.src {
+            Src::None => chunk = 0,
+            Src::Region { mr, offset } => {
+                seg.pieces[0] = Piece {
+                    mr,
+                    offset: offset + self.sent,
+                    len: chunk as u32,
+                };
+                seg.npieces = usize::from(chunk > 0);
+            }
+            Src::Sges => {
+                let sges: &[Sge] = self.wr.as_ref().map(|w| w.sges.as_slice()).unwrap_or(&[]);
+                let (mut skip, mut want, mut got) = (self.sent, chunk, 0u64);
+                for s in sges {
+                    if want == 0 || seg.npieces == MAX_PIECES {
+                        break;
+                    }
+                    let len = u64::from(s.len);
+                    if skip >= len {
+                        skip -= len;
+                        continue;
+                    }
+                    let n = (len - skip).min(want);
+                    seg.pieces[seg.npieces] = Piece {
+                        mr: s.mr,
+                        offset: s.offset + skip,
+                        len: n as u32,
+                    };
+                    seg.npieces += 1;
+                    skip = 0;
+                    want -= n;
+                    got += n;
+                }
+                chunk = got;
+            }
+        }
+        let last = self.sent + chunk == self.total;
+        self.hdr.ddp.last = last;
+        let tagged = match &mut self.hdr.ddp.buf {
+            DdpBuf::Untagged { mo, .. } => {
+                *mo = self.sent as u32;
+                false
+            }
+            DdpBuf::Tagged { .. } => true,
+        };
+        seg.hdr_len = self.hdr.emit(&mut seg.hdr);
+        if tagged && self.sent > 0 {
+            // The message's TO stays that of its first octet; this segment's is `sent` on.
+            crate::ddp::wire::advance_offset(&mut seg.hdr[..seg.hdr_len], self.sent);
+        }
+        self.sent += chunk;
+        Some(last)
     }
 }
 
@@ -317,21 +391,17 @@ impl Qp {
                     };
                     let msn = self.next_msn(qn::READ_REQ);
                     let ddp = rw::untagged(true, qn::READ_REQ, msn, 0, 0);
-                    let o = Outstanding {
-                        wr: wr.clone(),
+                    let o = After::ToOrq {
                         sink: Some((info.stag, sink_to)),
                         size: u64::from(s.len),
-                        received: 0,
                         req_id: 0,
-                        seq,
-                        rtr: false,
                     };
                     let hdr = Header {
                         opcode: Opcode::ReadRequest,
                         ddp,
                         rdmap: RdmapPart::ReadRequest(rr),
                     };
-                    (hdr, Src::None, After::ToOrq(o))
+                    (hdr, Src::None, o)
                 }
                 WrOpcode::FetchAdd { .. } | WrOpcode::CmpSwap { .. } => {
                     // Unmasked operations: add mask 0 (one 64-bit field), full compare and
@@ -357,21 +427,17 @@ impl Qp {
                     };
                     let msn = self.next_msn(qn::READ_REQ);
                     let ddp = rw::untagged(true, qn::READ_REQ, msn, 0, 0);
-                    let o = Outstanding {
-                        wr: wr.clone(),
+                    let o = After::ToOrq {
                         sink: None,
                         size: 8,
-                        received: 0,
                         req_id,
-                        seq,
-                        rtr: false,
                     };
                     let hdr = Header {
                         opcode: Opcode::AtomicRequest,
                         ddp,
                         rdmap: RdmapPart::AtomicRequest(a),
                     };
-                    (hdr, Src::None, After::ToOrq(o))
+                    (hdr, Src::None, o)
                 }
             };
             let total = if matches!(src, Src::None) { 0 } else { total };
@@ -426,25 +492,6 @@ impl Qp {
         if self.rtr_rx.is_some() {
             return None;
         }
-        if self.cur_tx.is_none()
-            && let Some(kind) = self.rtr_tx.take()
-        {
-            self.cur_tx = Some(self.rtr_message(kind));
-        }
-        if self.cur_tx.is_none() {
-            self.cur_tx = match self.irq.pop_front() {
-                Some(m) => Some(m),
-                None => self.start_wr(mem),
-            };
-        }
-        let m = self.cur_tx.as_mut()?;
-        let hdr_len = m.hdr.buffer_len();
-        debug_assert!(hdr_len <= MAX_HDR_LEN);
-        let room = max_ulpdu.checked_sub(hdr_len)? as u64;
-        let remaining = m.total - m.sent;
-        if room == 0 && remaining > 0 {
-            return None;
-        }
         let mut seg = TxSegment {
             hdr: [0; SEG_HDR_CAP],
             hdr_len: 0,
@@ -452,61 +499,38 @@ impl Qp {
             npieces: 0,
             completion: None,
         };
-        let mut chunk = remaining.min(room);
-        match m.src {
-            Src::None => chunk = 0,
-            Src::Region { mr, offset } => {
-                seg.pieces[0] = Piece {
-                    mr,
-                    offset: offset + m.sent,
-                    len: chunk as u32,
-                };
-                seg.npieces = usize::from(chunk > 0);
-            }
-            Src::Sges => {
-                let sges: &[Sge] = m.wr.as_ref().map(|w| w.sges.as_slice()).unwrap_or(&[]);
-                let (mut skip, mut want, mut got) = (m.sent, chunk, 0u64);
-                for s in sges {
-                    if want == 0 || seg.npieces == MAX_PIECES {
-                        break;
-                    }
-                    let len = u64::from(s.len);
-                    if skip >= len {
-                        skip -= len;
-                        continue;
-                    }
-                    let n = (len - skip).min(want);
-                    seg.pieces[seg.npieces] = Piece {
-                        mr: s.mr,
-                        offset: s.offset + skip,
-                        len: n as u32,
-                    };
-                    seg.npieces += 1;
-                    skip = 0;
-                    want -= n;
-                    got += n;
+        if let Some(m) = self.cur_tx.as_mut() {
+            if m.next_segment(max_ulpdu, &mut seg)? {
+                let done = self.cur_tx.take();
+                if let Some(done) = done {
+                    seg.completion = self.finish(done);
                 }
-                chunk = got;
+            }
+            return Some(seg);
+        }
+        // A new message: built here and kept in `cur_tx` only while segments remain (a
+        // message of one segment, the common small one, is never copied into it and out).
+        let mut m = match self.rtr_tx.take() {
+            Some(kind) => self.rtr_message(kind),
+            None => match self.irq.pop_front() {
+                Some(m) => m,
+                None => self.start_wr(mem)?,
+            },
+        };
+        match m.next_segment(max_ulpdu, &mut seg) {
+            Some(true) => {
+                seg.completion = self.finish(m);
+                Some(seg)
+            }
+            Some(false) => {
+                self.cur_tx = Some(m);
+                Some(seg)
+            }
+            None => {
+                self.cur_tx = Some(m);
+                None
             }
         }
-        let last = m.sent + chunk == m.total;
-        m.hdr.ddp.last = last;
-        if let DdpBuf::Untagged { mo, .. } = &mut m.hdr.ddp.buf {
-            *mo = m.sent as u32;
-        }
-        let mut hdr = m.hdr;
-        if let DdpBuf::Tagged { to, .. } = &mut hdr.ddp.buf {
-            *to = to.wrapping_add(m.sent);
-        }
-        seg.hdr_len = hdr.emit(&mut seg.hdr);
-        m.sent += chunk;
-        if last {
-            let done = self.cur_tx.take();
-            if let Some(done) = done {
-                seg.completion = self.finish(done);
-            }
-        }
-        Some(seg)
     }
 
     /// Extend the run that starts with segment `first` (just taken from the message in
@@ -584,6 +608,7 @@ impl Qp {
                     invalidated: None,
                     solicited: false,
                 });
+                self.recycle_sges(wr.sges);
                 if self.cfg.complete_on_ack {
                     self.wait_ack.push_back((m.seq, wr.wr_id, opcode, cqe));
                     return Some(SqToken(m.seq));
@@ -615,7 +640,15 @@ impl Qp {
                     after: After::Complete,
                 });
             }
-            After::ToOrq(o) => self.orq.push_back(o),
+            After::ToOrq { sink, size, req_id } => self.orq.push_back(Outstanding {
+                wr,
+                sink,
+                size,
+                received: 0,
+                req_id,
+                seq: m.seq,
+                rtr: false,
+            }),
         }
         None
     }
