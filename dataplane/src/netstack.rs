@@ -429,8 +429,9 @@ impl Netstack {
         let Some(c) = self.tcp.conn_mut(h) else {
             return;
         };
-        if let Some(e) = self.rdma.as_mut().filter(|e| e.owns(h)) {
-            e.service(now, h, c);
+        if let Some(e) = self.rdma.as_mut()
+            && e.service(now, h, c)
+        {
             return;
         }
         let Some(st) = self.conns.get_mut(&h) else {

@@ -96,8 +96,15 @@ fn locked_memory() -> String {
         .join(", ")
 }
 
+/// Choose (and calibrate, ~20 ms) the measurement clock before anything is measured.
+fn init_clock() {
+    let clock = bench::perf::clock::source();
+    tracing::info!(%clock, "measurement clock");
+}
+
 fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     init_logging();
+    init_clock();
     let client = a.server.is_some();
     let dev = open_device(a)?;
     let pd = dev.alloc_pd()?;
@@ -261,6 +268,8 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
 }
 
 fn run_tcp(a: &TcpArgs, bw: bool) -> Result<()> {
+    init_logging();
+    init_clock();
     let Some(ip) = a.server else {
         println!("{}", report::SERVER_BANNER.trim_end());
         return tcp::serve(a.port, a.connections);

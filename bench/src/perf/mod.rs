@@ -2,6 +2,7 @@
 //! output, and kernel-TCP baselines measured the same way.
 
 pub mod cli;
+pub mod clock;
 pub mod cpu;
 pub mod idle;
 pub mod json;

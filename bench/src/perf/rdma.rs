@@ -4,6 +4,7 @@
 //! and `run_iter_lat` so the numbers mean the same thing.
 
 use super::cli::Pump;
+pub use super::clock::now_ns;
 use super::cpu::CpuMeter;
 use super::idle;
 use super::outliers::{self, TscLog};
@@ -85,21 +86,22 @@ fn idle_turn(dev: &Device, backoff: &mut idle::Backoff) {
 }
 
 /// A polling loop found nothing on `cq`: with a completion channel (`-e`), arm the CQ and
-/// sleep until its next completion or `until` (default: [`WAIT`] from now; not at all when
+/// sleep until its next completion or `until` (default: [`WAIT`] from the first look at the
+/// clock; not at all when
 /// completions arrived meanwhile), the engine left to its dataplane thread; without one,
 /// [`idle_turn`] (no clock read).
 fn wait_turn(
     dev: &Device,
     cq: &Cq,
-    until: Option<Instant>,
+    until: &mut Patience,
     backoff: &mut idle::Backoff,
 ) -> Result<()> {
     match cq.channel() {
         Some(ch) => {
             if !cq.req_notify()? {
                 dev.release_engine();
-                let now = Instant::now();
-                ch.wait(until.unwrap_or(now + WAIT).saturating_duration_since(now))?;
+                let (now, until) = until.now_and_limit();
+                ch.wait(until.saturating_duration_since(now))?;
             }
         }
         None => idle_turn(dev, backoff),
@@ -130,10 +132,39 @@ fn close(cm: &CmId) {
 /// much as a poll of an idle engine).
 const CLOCK_EVERY: u32 = 64;
 
-/// Poll `cq` until a completion arrives or `deadline` passes.
-fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
+/// A time limit that looks at the clock only when asked (every [`CLOCK_EVERY`] empty polls):
+/// a wait that ends at once, as for every message of a latency test, reads no clock. A clock
+/// read (`clock_gettime`) costs ~33 ns on the AMD EPYC guest of BENCHMARKS.md, and each side's
+/// half of a round trip went through three of them (issue #8, bar (b)).
+#[derive(Debug, Clone, Copy)]
+struct Patience {
+    until: Option<Instant>,
+}
+
+impl Patience {
+    /// Until `at`, or without one [`WAIT`] after the first look at the clock.
+    fn until(at: Option<Instant>) -> Patience {
+        Patience { until: at }
+    }
+
+    /// The clock now, and the limit.
+    fn now_and_limit(&mut self) -> (Instant, Instant) {
+        let now = Instant::now();
+        (now, *self.until.get_or_insert(now + WAIT))
+    }
+
+    /// Whether the limit has passed.
+    fn passed(&mut self) -> bool {
+        let (now, until) = self.now_and_limit();
+        now > until
+    }
+}
+
+/// Poll `cq` until a completion arrives or `until` passes (without one: [`WAIT`]).
+fn wait_cq(dev: &Device, cq: &Cq, until: Option<Instant>) -> Result<Wc> {
     let mut spins = 0u32;
     let mut backoff = idle::Backoff::default();
+    let mut patience = Patience::until(until);
     loop {
         if let Some(wc) = cq.poll_one()? {
             if !wc.is_ok() {
@@ -142,10 +173,10 @@ fn wait_cq(dev: &Device, cq: &Cq, deadline: Instant) -> Result<Wc> {
             return Ok(wc);
         }
         spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(CLOCK_EVERY) && Instant::now() > deadline {
+        if spins.is_multiple_of(CLOCK_EVERY) && patience.passed() {
             bail!("no completion within {:?}", WAIT);
         }
-        wait_turn(dev, cq, Some(deadline), &mut backoff)?;
+        wait_turn(dev, cq, &mut patience, &mut backoff)?;
     }
 }
 
@@ -243,13 +274,12 @@ impl Comm for CommQp {
         self.mr.write(4096, msg)?;
         self.qp
             .post_send(&SendWr::send(SYNC_ID, &[self.mr.sge(4096, msg.len())?]).signaled())?;
-        wait_cq(&self.dev, &self.scq, Instant::now() + WAIT).context("exchange Send")?;
+        wait_cq(&self.dev, &self.scq, None).context("exchange Send")?;
         Ok(())
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
-        let wc =
-            wait_cq(&self.dev, &self.rcq, Instant::now() + WAIT).context("exchange Receive")?;
+        let wc = wait_cq(&self.dev, &self.rcq, None).context("exchange Receive")?;
         let v = self.mr.to_vec(0, (wc.byte_len() as usize).min(4096))?;
         self.qp
             .post_recv(&RecvWr::new(SYNC_ID, &[self.mr.sge(0, 4096)?]))?;
@@ -560,7 +590,8 @@ impl Side {
             }
             if n == 0 {
                 // Past the end of a timed run, only the last completions are awaited.
-                wait_turn(&self.dev, &self.scq, end.filter(|_| !stop), &mut backoff)?;
+                let mut until = Patience::until(end.filter(|_| !stop));
+                wait_turn(&self.dev, &self.scq, &mut until, &mut backoff)?;
             }
             if n > 0 {
                 progress = Instant::now();
@@ -632,7 +663,12 @@ impl Side {
                 if idle.elapsed() > WAIT {
                     bail!("no Send received for {WAIT:?} ({got} so far)");
                 }
-                wait_turn(&self.dev, &self.rcq, end, &mut backoff)?;
+                wait_turn(
+                    &self.dev,
+                    &self.rcq,
+                    &mut Patience::until(end),
+                    &mut backoff,
+                )?;
                 continue;
             }
             idle = Instant::now();
@@ -718,11 +754,10 @@ impl Side {
         let mut posted = outliers::prefaulted(self.o.iters);
         let mut log = self.tsc_log();
         let mut b = [0u8; 1];
-        let wait_until = |d: Option<Instant>| d.unwrap_or_else(|| Instant::now() + WAIT);
         'run: while scnt < iters || ccnt < iters || rcnt < iters {
             if rcnt < iters && !(scnt < 1 && server) {
                 rcnt += 1;
-                let dl = wait_until(end);
+                let mut patience = Patience::until(end);
                 let mut spins = 0u32;
                 let mut backoff = idle::Backoff::default();
                 loop {
@@ -731,7 +766,7 @@ impl Side {
                         break;
                     }
                     spins = spins.wrapping_add(1);
-                    if spins.is_multiple_of(CLOCK_EVERY) && Instant::now() > dl {
+                    if spins.is_multiple_of(CLOCK_EVERY) && patience.passed() {
                         if end.is_some() {
                             break 'run;
                         }
@@ -758,7 +793,7 @@ impl Side {
                 self.data[0].qp.post_send(&w)?;
             }
             if ccnt < iters {
-                wait_cq(&self.dev, &self.scq, wait_until(None))?;
+                wait_cq(&self.dev, &self.scq, None)?;
                 ccnt += 1;
             }
         }
@@ -779,8 +814,7 @@ impl Side {
         let mut log = self.tsc_log();
         while scnt < iters || rcnt < iters {
             if rcnt < iters && !(scnt < 1 && client) {
-                let dl = end.unwrap_or_else(|| Instant::now() + WAIT);
-                match wait_cq(&self.dev, &self.rcq, dl) {
+                match wait_cq(&self.dev, &self.rcq, end) {
                     Ok(_) => {}
                     Err(_) if end.is_some() => break,
                     Err(e) => return Err(e),
@@ -803,7 +837,7 @@ impl Side {
                     .wr(0, scnt, size as usize, 0, &Dest::default(), 0)?
                     .signaled();
                 self.data[0].qp.post_send(&w)?;
-                wait_cq(&self.dev, &self.scq, Instant::now() + WAIT)?;
+                wait_cq(&self.dev, &self.scq, None)?;
             }
         }
         Ok(self.lat_row(size, posted.len() as u64, &posted, log.as_ref()))
@@ -832,7 +866,7 @@ impl Side {
             }
             let w = self.wr(0, k, size as usize, 0, &remote[0], 0)?.signaled();
             self.data[0].qp.post_send(&w)?;
-            wait_cq(&self.dev, &self.scq, Instant::now() + WAIT)?;
+            wait_cq(&self.dev, &self.scq, None)?;
             k += 1;
         }
         posted.push(now_ns());
@@ -846,12 +880,6 @@ impl Side {
 /// True while a QP still waits for the signaled completion covering its unsignaled tail.
 fn unsignaled_tail(scnt: &[u64], ccnt: &[u64]) -> bool {
     scnt.iter().zip(ccnt).any(|(s, c)| s > c)
-}
-
-/// Monotonic nanoseconds since the first call.
-pub fn now_ns() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 impl Engine for Side {

@@ -9,6 +9,7 @@
 //!   reads the echo; bandwidth = bytes sent / time from the first write to the last echoed
 //!   byte (the data crosses the path twice, once each way, as the connection is full duplex).
 
+use super::clock::now_ns;
 use super::report::{BwRow, LatRow};
 use super::stats;
 use anyhow::{Context, Result, bail};
@@ -62,10 +63,10 @@ pub fn lat(s: &mut TcpStream, size: usize, iters: u64) -> Result<LatRow> {
     let mut back = vec![0u8; size];
     let mut samples = Vec::with_capacity(iters as usize);
     for _ in 0..iters {
-        let t0 = Instant::now();
+        let t0 = now_ns();
         s.write_all(&msg)?;
         s.read_exact(&mut back).context("echo closed")?;
-        samples.push(t0.elapsed().as_nanos() as u64);
+        samples.push(now_ns() - t0);
     }
     if back != msg {
         bail!("echo returned different bytes");

@@ -441,6 +441,20 @@ impl Service {
 
     /// One event of the dataplane threads.
     pub fn handle_engine_event(&mut self, ev: EngineEvent) {
+        let orphans = self.totals.orphan_events;
+        let what = tracing::enabled!(tracing::Level::DEBUG).then(|| format!("{ev:?}"));
+        self.dispatch_engine_event(ev);
+        if self.totals.orphan_events != orphans {
+            // Mostly a benign race: the application destroyed the CM id (or the client left)
+            // while the connection's end was on its way.
+            tracing::debug!(
+                event = what.unwrap_or_default(),
+                "an event for a connection or QP no longer known"
+            );
+        }
+    }
+
+    fn dispatch_engine_event(&mut self, ev: EngineEvent) {
         match ev {
             EngineEvent::ConnectRequest {
                 conn,

@@ -261,6 +261,11 @@ impl RdmaConn {
             .map(|r| (r.num, &r.stats))
     }
 
+    /// `DestroyQp` took the QP away: nothing more is reported for this connection.
+    pub(crate) fn qp_destroyed(&self) -> bool {
+        self.qp_destroyed
+    }
+
     /// The QP number while this connection runs it (bound, not destroyed).
     pub(crate) fn live_qp_num(&self) -> Option<QpNum> {
         self.qp_num().filter(|_| !self.qp_destroyed)
@@ -404,7 +409,14 @@ impl RdmaConn {
         }
     }
 
+    /// Tell the control thread. Not once the QP is destroyed: the control thread closed the
+    /// QP's CM id and forgot the connection then, and may have given the QP's number to a new
+    /// QP (an event naming it would reach that one).
     fn report(&mut self, ctx: &mut Ctx<'_>, ev: EngineEvent) {
+        if self.qp_destroyed {
+            tracing::debug!(conn = %self.id, ?ev, "not reported: the QP was destroyed");
+            return;
+        }
         ctx.out.push((self.owner, ev));
     }
 
@@ -833,7 +845,7 @@ impl RdmaConn {
         };
         // Completions (flushes) go out before the event.
         r.deliver(ctx);
-        ctx.out.push((self.owner, ev));
+        self.report(ctx, ev);
         if !self.closing {
             self.closing = true;
             c.close();

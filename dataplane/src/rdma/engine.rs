@@ -204,14 +204,20 @@ impl Engine {
     ) {
         let mut cmds = std::mem::take(&mut self.cmd_buf);
         self.cmds.drain(&mut cmds);
-        for cmd in cmds.drain(..) {
-            self.execute(now, cmd, Owner::Control, net, dirty);
+        // Each loop step: nothing is set up for an empty list (a `drain` and its drop are
+        // calls, issue #8).
+        if !cmds.is_empty() {
+            for cmd in cmds.drain(..) {
+                self.execute(now, cmd, Owner::Control, net, dirty);
+            }
         }
         if let Some(d) = &mut self.diag {
             d.step(now, &mut cmds);
         }
-        for cmd in cmds.drain(..) {
-            self.execute(now, cmd, Owner::Diag, net, dirty);
+        if !cmds.is_empty() {
+            for cmd in cmds.drain(..) {
+                self.execute(now, cmd, Owner::Diag, net, dirty);
+            }
         }
         self.cmd_buf = cmds;
         self.open_pending(now, net, dirty);
@@ -220,7 +226,9 @@ impl Engine {
                 dirty.push(*h);
             }
         }
-        self.flush_dead();
+        if !self.flushed.is_empty() {
+            self.flush_dead();
+        }
         self.route(now);
         if now >= self.next_publish {
             self.next_publish = now + PUBLISH_EVERY;
@@ -397,15 +405,10 @@ impl Engine {
                 }
             }
             EngineCmd::DestroyQp { qp } => {
+                // A connect not yet under way ends silently: the control thread closed the
+                // CM id with the QP (as for a connection, `RdmaConn::report`).
                 if let Some(p) = self.connecting.iter().position(|p| p.qp.qp == qp) {
-                    let p = self.connecting.remove(p);
-                    self.out.push((
-                        p.owner,
-                        EngineEvent::ConnectFailed {
-                            conn: p.conn,
-                            reason: ConnectFailure::Aborted,
-                        },
-                    ));
+                    self.connecting.remove(p);
                 }
                 if let Some(h) = self.by_qp.remove(&qp)
                     && let Some(c) = net.tcp().conn_mut(h)
@@ -633,18 +636,30 @@ impl Engine {
         true
     }
 
-    /// Service connection `h` (TCP events, data, work, timers).
-    pub fn service<B: SegBuf>(&mut self, now: Instant, h: ConnHandle, c: &mut Connection<B>) {
+    /// Service connection `h` (TCP events, data, work, timers) if it is one of the engine's;
+    /// returns whether it is (one lookup per frame where [`Engine::owns`] and this took two).
+    pub fn service<B: SegBuf>(
+        &mut self,
+        now: Instant,
+        h: ConnHandle,
+        c: &mut Connection<B>,
+    ) -> bool {
         let (mut ctx, conns) = self.ctx();
-        if let Some(rc) = conns.get_mut(&h) {
-            rc.service(now, c, &mut ctx);
-            // Not once destroyed: the control thread may give the number to a new QP.
-            if let Some(qp) = rc.live_qp_num() {
-                self.by_qp.entry(qp).or_insert(h);
-            }
+        let Some(rc) = conns.get_mut(&h) else {
+            self.route(now);
+            return false;
+        };
+        rc.service(now, c, &mut ctx);
+        let (qp, finished) = (rc.live_qp_num(), rc.finished());
+        // Not once destroyed: the control thread may give the number to a new QP.
+        if let Some(qp) = qp {
+            self.by_qp.entry(qp).or_insert(h);
         }
-        self.retire_queues(now, h, false);
+        if finished {
+            self.retire_queues(now, h, false);
+        }
         self.route(now);
+        true
     }
 
     /// TCP dropped connection `h`: forget it (its QP's queues are released).
@@ -659,7 +674,7 @@ impl Engine {
         if let Some((qp, s)) = rc.qp_stats() {
             self.stats.publish(qp, s);
         }
-        if !rc.finished() {
+        if !rc.finished() && !rc.qp_destroyed() {
             // Ended without the QP seeing it (e.g. reaped while negotiating as responder).
             if rc.role == Role::Initiator && rc.run.is_none() {
                 self.out.push((
@@ -684,6 +699,9 @@ impl Engine {
 
     /// Deliver events: to the control thread or the diagnostic service.
     fn route(&mut self, now: Instant) {
+        if self.out.is_empty() {
+            return;
+        }
         for (owner, ev) in self.out.drain(..) {
             match (owner, &mut self.diag) {
                 (Owner::Diag, Some(d)) => d.on_event(now, ev),

@@ -197,29 +197,44 @@ unsafe impl MappedMemory for shm::Segment {
 /// A mapping that `abi` rings live in: a [`MappedMemory`] whose base is 64-byte aligned
 /// (checked by [`RingMem::new`]), as `abi::ring::SharedMemory` requires.
 #[derive(Debug, Clone)]
-pub struct RingMem(Arc<dyn MappedMemory>);
+pub struct RingMem {
+    /// Keeps the mapping alive (read through `base` and `len`).
+    _mem: Arc<dyn MappedMemory>,
+    /// `mem.base()` and `mem.len()`, read once (they never change, `MappedMemory` promises):
+    /// every ring access asks for both, two calls through the trait object each time (four
+    /// in each loop step's look at a QP's two rings, issue #8).
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `base` is only an address inside the mapping that `mem` keeps alive, which is Send
+// and Sync (`MappedMemory`'s bounds); the pointer is used only as `mem.base()` would be.
+unsafe impl Send for RingMem {}
+// SAFETY: as Send.
+unsafe impl Sync for RingMem {}
 
 impl RingMem {
     /// Wrap `m`; `None` when its base is not 64-byte aligned (memfd mappings and
     /// [`HeapMemory`] are page aligned).
     pub fn new(m: Arc<dyn MappedMemory>) -> Option<RingMem> {
-        (m.base().as_ptr() as usize)
+        let (base, len) = (m.base(), m.len());
+        (base.as_ptr() as usize)
             .is_multiple_of(abi::ring::CACHE_LINE)
-            .then_some(RingMem(m))
+            .then_some(RingMem { _mem: m, base, len })
     }
 }
 
 // SAFETY: the base is 64-byte aligned (checked in `new`, and `MappedMemory` promises base and
-// len never change); `MappedMemory` promises base..base+len stays mapped read/write while the
-// Arc (held by this value and its clones) lives. The client side accesses ring parts only with
-// atomics (abi's ring protocol); a client that does not can only corrupt values, which the
-// ring code detects.
+// len never change, so the values read in `new` stay right); `MappedMemory` promises
+// base..base+len stays mapped read/write while the Arc (held by this value and its clones)
+// lives. The client side accesses ring parts only with atomics (abi's ring protocol); a client
+// that does not can only corrupt values, which the ring code detects.
 unsafe impl abi::ring::SharedMemory for RingMem {
     fn base(&self) -> *mut u8 {
-        self.0.base().as_ptr()
+        self.base.as_ptr()
     }
     fn len(&self) -> usize {
-        self.0.len()
+        self.len
     }
 }
 

@@ -995,3 +995,76 @@ fn qp_released_carries_the_counters_of_the_last_writes() {
     p.flush();
     assert!(!p.s.b.handle.qp_stats().contains_key(&qp));
 }
+
+/// After `DestroyQp` the control thread has closed the QP's CM id and forgotten the
+/// connection and the number (which it may give to a new QP): the connection's end reports
+/// nothing more. Here the QP has a Read outstanding, so the destruction aborts it: the peer
+/// gets the TERMINATE and the FIN, TCP closes and reaps the connection, and the only event
+/// is `QpReleased` (before, a `QpError` and a `Disconnected` followed as orphans).
+#[test]
+fn nothing_is_reported_for_a_connection_after_destroy_qp() {
+    use iwarp::rdmap::{WorkRequest, WrOpcode};
+    let mut p = raw_peer(Duration::from_secs(60));
+    let qp = p.establish();
+    let sge = Sge {
+        mr: p.lkey,
+        offset: 0,
+        len: 100,
+    };
+    let mut rd = WorkRequest::new(5, WrOpcode::Read, vec![sge]);
+    rd.remote_stag = iwarp::stag::Stag(0x1234_5600);
+    p.queues.post_send(rd);
+    p.flush();
+    p.received();
+    p.s.b.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    p.flush();
+    let rx = p.received();
+    assert!(rx.len() >= 24, "{rx:02x?}");
+    assert_eq!(rx[3] & 0x0f, 0x7, "not a Terminate: {rx:02x?}");
+    // The peer closes too; the engine's side lets go of the connection (TIME-WAIT included).
+    p.s.a.tcp.conn_mut(p.h).unwrap().close();
+    p.s.a.touch(p.h);
+    p.s.run_until(Duration::from_secs(180), |s| s.b.engine.connections() == 0);
+    assert_eq!(p.s.b.engine.connections(), 0, "the connection was reaped");
+    let events: Vec<EngineEvent> = std::iter::from_fn(|| p.s.b.handle.try_recv()).collect();
+    assert!(
+        matches!(events[..], [EngineEvent::QpReleased { qp: q, .. }] if q == qp),
+        "{events:?}"
+    );
+}
+
+/// A connect still waiting to start (the same poll as the `Connect`) that is destroyed ends
+/// silently too: the control thread closed its CM id with the QP.
+#[test]
+fn destroy_qp_of_a_connect_not_started_reports_only_the_release() {
+    let a = Host::new(1, EngineConfig::default(), None);
+    let b = Host::new(2, EngineConfig::default(), None);
+    let target = b.addr(PORT);
+    let mut s = Sim::new(a, b, 17);
+    let qp = QpNum(46);
+    let conn = s.a.handle.ids.conn();
+    let binding = QpBinding {
+        qp,
+        owner: ClientId(5),
+        pd: PdId(1),
+        sq_depth: 16,
+        rq_depth: 16,
+        queues: QpQueues::Local(LocalQueues::default()),
+    };
+    let connect = EngineCmd::Connect {
+        conn,
+        remote: target,
+        policy: MpaPolicy::default(),
+        private_data: Vec::new(),
+        qp: binding,
+    };
+    s.a.handle.send(0, connect).unwrap();
+    s.a.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
+    s.run_until(Duration::from_millis(50), |_| false);
+    let events: Vec<EngineEvent> = std::iter::from_fn(|| s.a.handle.try_recv()).collect();
+    assert!(
+        matches!(events[..], [EngineEvent::QpReleased { qp: q, .. }] if q == qp),
+        "{events:?}"
+    );
+    assert_eq!(s.a.engine.connections(), 0);
+}
