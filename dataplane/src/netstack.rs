@@ -129,6 +129,9 @@ pub struct Netstack {
     services: Services,
     conns: HashMap<ConnHandle, ConnState>,
     dirty: Vec<ConnHandle>,
+    /// `dirty` while it is worked through (empty between polls, its capacity kept: no
+    /// allocation and free per loop step with work, issue #8).
+    work: Vec<ConnHandle>,
     wheel: TimerWheel<ConnHandle>,
     armed: HashMap<ConnHandle, Instant>,
     expired: Vec<ConnHandle>,
@@ -201,6 +204,7 @@ impl Netstack {
             tcp,
             conns: HashMap::default(),
             dirty: Vec::new(),
+            work: Vec::new(),
             // 100 us ticks, 8192 slots: 0.8 s per turn.
             wheel: TimerWheel::new(8192, 100_000),
             armed: HashMap::default(),
@@ -285,7 +289,9 @@ impl Netstack {
         if timers {
             self.wheel.expire(now, &mut self.expired);
         }
-        for h in std::mem::take(&mut self.expired) {
+        // The list keeps its capacity from poll to poll (as `work` below).
+        let mut expired = std::mem::take(&mut self.expired);
+        for &h in &expired {
             self.armed.remove(&h);
             if let Some(c) = self.tcp.conn_mut(h)
                 && c.poll_timeout().is_some_and(|t| t <= now)
@@ -294,6 +300,8 @@ impl Netstack {
             }
             self.dirty.push(h);
         }
+        expired.clear();
+        self.expired = expired;
         // Endpoint-level segments (RSTs for segments that matched nothing, SYN-cookie
         // SYN-ACKs): polled into a small buffer first, so an idle loop costs no mbuf.
         let mut seg = [0u8; STATELESS_MAX];
@@ -308,16 +316,19 @@ impl Netstack {
         }
 
         self.release_neighbor_waiters();
-        let mut work = std::mem::take(&mut self.dirty);
+        let mut work = std::mem::take(&mut self.work);
+        std::mem::swap(&mut work, &mut self.dirty);
         work.sort_unstable();
         work.dedup();
-        for h in work {
+        for &h in &work {
             self.service(now, h);
             if self.emit(now, pool, tx, h) {
                 self.dirty.push(h); // budget exhausted: more to send next time
             }
             self.finish_or_arm(now, h);
         }
+        work.clear();
+        self.work = work;
     }
 
     /// At shutdown: reset every connection (RFC 9293 §3.10.5 ABORT), so peers learn at once
