@@ -362,7 +362,10 @@ fn pump_hand_off_loses_nothing() {
 /// `--rate_limit` (perftest's software limiter): write_bw limited to 0.25 Gb/s, well below
 /// what even a debug build carries (~1 Gb/s), posts bursts of 4 spaced to the limit, so its
 /// average lies at the limit: a little above it at most, since 100 bursts span 99 gaps and
-/// the last burst's transfer; every byte is still placed.
+/// the last burst's transfer; every byte is still placed. The upper bound is the limiter's
+/// promise. The lower one only catches a limiter that throttles far too hard (a unit taken
+/// for another is a factor of 8 or 1000): a debug build on a loaded 2-CPU machine fell to
+/// 0.17-0.18 Gb/s here, its transfers slower, not its gaps longer.
 #[test]
 fn write_bw_with_the_rate_limiter() {
     let Some((_serial, dir)) = start("rate") else {
@@ -387,7 +390,7 @@ fn write_bw_with_the_rate_limiter() {
     let r = row(&c, " #bytes     #iterations    BW peak[Gb/sec]");
     assert_eq!((r[0], r[1]), (65536.0, 400.0), "{c}");
     assert!(
-        (0.2..=0.27).contains(&r[3]),
+        (0.1..=0.27).contains(&r[3]),
         "average {} Gb/s with --rate_limit 0.25: {c}",
         r[3]
     );

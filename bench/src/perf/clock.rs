@@ -73,22 +73,26 @@ mod tests {
     use super::*;
 
     /// The clock follows the OS clock: over 50 ms the two agree within 1 %, and never go
-    /// backwards.
+    /// backwards. A preemption between the paired readings skews one attempt (0.5 ms is
+    /// 1 %), so the agreement needs one of three attempts; a wrong rate fails all three.
     #[test]
     fn now_ns_follows_the_os_clock() {
         let _ = source();
-        let (t0, n0) = (Instant::now(), now_ns());
-        let mut last = n0;
-        while t0.elapsed() < Duration::from_millis(50) {
-            let n = now_ns();
-            assert!(n >= last, "{n} < {last}");
-            last = n;
+        let mut ratios = Vec::new();
+        for _ in 0..3 {
+            let (t0, n0) = (Instant::now(), now_ns());
+            let mut last = n0;
+            while t0.elapsed() < Duration::from_millis(50) {
+                let n = now_ns();
+                assert!(n >= last, "{n} < {last}");
+                last = n;
+            }
+            let (os, ours) = (t0.elapsed().as_nanos() as f64, (now_ns() - n0) as f64);
+            ratios.push(ours / os);
+            if (ours / os - 1.0).abs() < 0.01 {
+                return;
+            }
         }
-        let (os, ours) = (t0.elapsed().as_nanos() as f64, (now_ns() - n0) as f64);
-        assert!(
-            (ours / os - 1.0).abs() < 0.01,
-            "{ours} ns vs {os} ns ({})",
-            source()
-        );
+        panic!("ours / OS clock {ratios:?} ({})", source());
     }
 }

@@ -721,7 +721,12 @@ impl Side {
         {
             eprintln!("iwarp-perf: cannot write the outliers: {e}");
         }
-        let samples: Vec<u64> = posted.windows(2).map(|w| w[1] - w[0]).collect();
+        // Saturating: a TSC reading on a CPU whose counter lags the previous one's gives 0,
+        // not a wrapped 1.8e19 ns sample.
+        let samples: Vec<u64> = posted
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect();
         let n = iters;
         match self.o.duration {
             Some(_) => {

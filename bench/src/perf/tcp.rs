@@ -66,7 +66,7 @@ pub fn lat(s: &mut TcpStream, size: usize, iters: u64) -> Result<LatRow> {
         let t0 = now_ns();
         s.write_all(&msg)?;
         s.read_exact(&mut back).context("echo closed")?;
-        samples.push(now_ns() - t0);
+        samples.push(now_ns().saturating_sub(t0));
     }
     if back != msg {
         bail!("echo returned different bytes");
