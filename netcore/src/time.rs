@@ -31,6 +31,17 @@ impl Instant {
         self.0 / 1_000_000
     }
 
+    /// `ns` nanoseconds later (saturating), as `self + Duration::from_nanos(ns)` without the
+    /// round trip through `Duration`'s seconds and nanoseconds.
+    pub const fn add_nanos(self, ns: u64) -> Self {
+        Instant(self.0.saturating_add(ns))
+    }
+
+    /// Nanoseconds elapsed since `earlier`, zero if `earlier` is later.
+    pub const fn nanos_since(self, earlier: Instant) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
     /// Time elapsed since `earlier`, zero if `earlier` is later.
     pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
@@ -79,5 +90,9 @@ mod tests {
         assert_eq!(Instant::ZERO - Duration::from_secs(1), Instant::ZERO);
         assert_eq!(Instant::ZERO - t, Duration::ZERO);
         assert_eq!(t - Instant::from_millis(2), Duration::from_millis(3));
+        assert_eq!(t.add_nanos(7), t + Duration::from_nanos(7));
+        assert_eq!(t.add_nanos(u64::MAX), Instant::from_nanos(u64::MAX));
+        assert_eq!(t.nanos_since(Instant::from_millis(2)), 3_000_000);
+        assert_eq!(Instant::ZERO.nanos_since(t), 0);
     }
 }

@@ -3,69 +3,106 @@
 use netcore::{Duration, Instant};
 
 /// RFC 6298 estimator with exponential backoff.
+///
+/// Kept in `u64` nanoseconds (exact below 584 years), not `Duration` (seconds and
+/// nanoseconds: each multiplication and division splits and carries, ~100 instructions per
+/// sample): the estimator runs once per ACK that ends an RTT probe, i.e. once per message of
+/// a ping-pong. The results are those of the same formulas in `Duration` arithmetic: the
+/// divisions are by 2, 4 and 8, which divide 10^9, so `Duration`'s split division rounds as
+/// one division of the whole nanoseconds does; sums and products that could pass `u64`
+/// saturate, and every RTO is capped by `max` anyway.
 #[derive(Debug, Clone)]
 pub(crate) struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    srtt: Option<u64>,
+    rttvar: u64,
     /// SRTT + max(G, 4 RTTVAR) (RFC 6298 §2.3), or the initial RTO before a sample; the
     /// lower bound is applied when the timer is armed ([`RttEstimator::rto_with_floor`]).
-    base: Duration,
-    min: Duration,
-    max: Duration,
+    base: u64,
+    min: u64,
+    max: u64,
     /// Number of consecutive backoffs (RFC 6298 §5.5).
     pub(crate) backoff: u32,
 }
 
-/// Clock granularity G (RFC 6298 §2): our clock is in nanoseconds, so take one microsecond.
-const G: Duration = Duration::from_micros(1);
+/// Clock granularity G (RFC 6298 §2), ns: our clock is in nanoseconds, so take one microsecond.
+const G: u64 = 1_000;
+
+/// A `Duration` in nanoseconds, saturating (at 584 years).
+pub(crate) fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `x * num / den` rounded down without overflow, for `den` a power of two above `num`.
+fn scale(x: u64, num: u64, den: u64) -> u64 {
+    x / den * num + x % den * num / den
+}
 
 impl RttEstimator {
     pub(crate) fn new(initial: Duration, min: Duration, max: Duration) -> Self {
         // RFC 6298 §2.1: until a sample is taken, RTO = initial (1 s by default).
         RttEstimator {
             srtt: None,
-            rttvar: Duration::ZERO,
-            base: initial,
-            min,
-            max,
+            rttvar: 0,
+            base: ns(initial),
+            min: ns(min),
+            max: ns(max),
             backoff: 0,
         }
     }
 
     /// Smoothed RTT, once sampled.
     pub(crate) fn srtt(&self) -> Option<Duration> {
+        self.srtt.map(Duration::from_nanos)
+    }
+
+    /// Smoothed RTT in nanoseconds, once sampled.
+    pub(crate) fn srtt_ns(&self) -> Option<u64> {
         self.srtt
     }
 
-    /// Feed one RTT measurement (RFC 6298 §2.2, §2.3; alpha = 1/8, beta = 1/4).
-    pub(crate) fn sample(&mut self, r: Duration) {
-        match self.srtt {
+    /// Feed one RTT measurement in nanoseconds (RFC 6298 §2.2, §2.3; alpha = 1/8,
+    /// beta = 1/4).
+    pub(crate) fn sample_ns(&mut self, r: u64) {
+        let srtt = match self.srtt {
             None => {
-                self.srtt = Some(r);
                 self.rttvar = r / 2;
+                r
             }
             Some(srtt) => {
                 let delta = srtt.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + delta / 4;
-                self.srtt = Some(srtt * 7 / 8 + r / 8);
+                self.rttvar = scale(self.rttvar, 3, 4) + delta / 4;
+                scale(srtt, 7, 8) + r / 8
             }
-        }
-        let srtt = self.srtt.unwrap_or(r);
-        self.base = srtt + G.max(self.rttvar * 4);
+        };
+        self.srtt = Some(srtt);
+        self.base = srtt.saturating_add(G.max(self.rttvar.saturating_mul(4)));
         // RFC 6298 §5.7: a new sample after backoff collapses the backoff.
         self.backoff = 0;
     }
 
-    /// The RTO to arm now, including backoff (RFC 6298 §5.5), within [min, max] (§2.4, §2.5).
-    pub(crate) fn rto(&self) -> Duration {
-        self.rto_with_floor(self.min)
+    /// Feed one RTT measurement ([`RttEstimator::sample_ns`]).
+    #[cfg(test)]
+    pub(crate) fn sample(&mut self, r: Duration) {
+        self.sample_ns(ns(r));
     }
 
-    /// Like [`RttEstimator::rto`] with `floor` as the lower bound instead of the minimum.
-    pub(crate) fn rto_with_floor(&self, floor: Duration) -> Duration {
+    /// The RTO to arm now, including backoff (RFC 6298 §5.5), within [min, max] (§2.4, §2.5).
+    #[cfg(test)]
+    pub(crate) fn rto(&self) -> Duration {
+        Duration::from_nanos(self.rto_ns())
+    }
+
+    /// [`RttEstimator::rto`] in nanoseconds.
+    pub(crate) fn rto_ns(&self) -> u64 {
+        self.rto_with_floor_ns(self.min)
+    }
+
+    /// Like [`RttEstimator::rto_ns`] with `floor` (ns) as the lower bound instead of the
+    /// minimum.
+    pub(crate) fn rto_with_floor_ns(&self, floor: u64) -> u64 {
         let shift = self.backoff.min(20);
         let rto = self.base.max(floor).min(self.max);
-        rto.saturating_mul(1u32 << shift).min(self.max)
+        rto.saturating_mul(1u64 << shift).min(self.max)
     }
 
     /// Double the RTO (RFC 6298 §5.5).
@@ -149,6 +186,76 @@ mod tests {
         // A lower sample takes over at once.
         m.update(at(1500), ms(40), w);
         assert_eq!(m.get(), Some(ms(40)));
+    }
+
+    /// The estimator as it was in `Duration` arithmetic (the reference for the `u64` one).
+    struct DurationRef {
+        srtt: Option<Duration>,
+        rttvar: Duration,
+        base: Duration,
+        min: Duration,
+        max: Duration,
+    }
+
+    impl DurationRef {
+        fn sample(&mut self, r: Duration) {
+            match self.srtt {
+                None => {
+                    self.srtt = Some(r);
+                    self.rttvar = r / 2;
+                }
+                Some(srtt) => {
+                    let delta = srtt.abs_diff(r);
+                    self.rttvar = self.rttvar * 3 / 4 + delta / 4;
+                    self.srtt = Some(srtt * 7 / 8 + r / 8);
+                }
+            }
+            let srtt = self.srtt.unwrap_or(r);
+            self.base = srtt + Duration::from_micros(1).max(self.rttvar * 4);
+        }
+
+        fn rto_with_floor(&self, backoff: u32, floor: Duration) -> Duration {
+            let rto = self.base.max(floor).min(self.max);
+            rto.saturating_mul(1u32 << backoff.min(20)).min(self.max)
+        }
+    }
+
+    #[test]
+    fn nanosecond_arithmetic_gives_the_duration_results() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6298);
+        for run in 0..200 {
+            let (min, max) = (
+                Duration::from_nanos(rng.gen_range(0..2_000_000_000)),
+                Duration::from_nanos(rng.gen_range(1..200_000_000_000)),
+            );
+            let init = Duration::from_nanos(rng.gen_range(0..5_000_000_000));
+            let mut a = RttEstimator::new(init, min, max);
+            let mut r = DurationRef {
+                srtt: None,
+                rttvar: Duration::ZERO,
+                base: init,
+                min,
+                max,
+            };
+            // Samples of every magnitude: odd nanoseconds, microseconds, seconds, hours.
+            let scale = [1_000u64, 1_000_000, 1_000_000_000, 10_000_000_000_000][run % 4];
+            for _ in 0..500 {
+                let s = Duration::from_nanos(rng.gen_range(0..=scale) + rng.gen_range(0..3));
+                a.sample(s);
+                r.sample(s);
+                assert_eq!(a.srtt(), r.srtt);
+                for backoff in [0, 1, 3, 20, 40] {
+                    a.backoff = backoff;
+                    assert_eq!(a.rto(), r.rto_with_floor(backoff, r.min), "{s:?}");
+                    let floor = Duration::from_nanos(rng.gen_range(0..1_000_000_000));
+                    assert_eq!(
+                        Duration::from_nanos(a.rto_with_floor_ns(ns(floor))),
+                        r.rto_with_floor(backoff, floor)
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -406,7 +406,7 @@ impl<B: SegBuf> Connection<B> {
         if let Some((end, t)) = self.rtt_probe
             && ack_abs >= end
         {
-            self.rtt.sample(now - t);
+            self.rtt.sample_ns(now.nanos_since(t));
             self.rtt_probe = None;
         }
         self.rtt.backoff = 0;
@@ -439,7 +439,7 @@ impl<B: SegBuf> Connection<B> {
         self.rtx_at = if self.snd_una >= self.snd_max {
             None
         } else {
-            Some(now + self.rto())
+            Some(now.add_nanos(self.rto_ns()))
         };
     }
 

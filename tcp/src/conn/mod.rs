@@ -701,12 +701,17 @@ impl<B: SegBuf> Connection<B> {
     /// ACK, RFC 9293 §3.8.6.3), else `rto_min_bulk` (the peer ACKs every second segment at
     /// once; RFC 6298 §2.4's "SHOULD be rounded up to 1 s" is relaxed as RFC 8961 allows).
     pub fn rto(&self) -> Duration {
+        Duration::from_nanos(self.rto_ns())
+    }
+
+    /// [`Connection::rto`] in nanoseconds (the timers' arithmetic).
+    pub(crate) fn rto_ns(&self) -> u64 {
         let flight = self.snd_max - self.snd_una;
         if flight >= 2 * u64::from(self.emss()) {
             self.rtt
-                .rto_with_floor(self.cfg.rto_min_bulk.min(self.cfg.rto_min))
+                .rto_with_floor_ns(crate::rtt::ns(self.cfg.rto_min_bulk.min(self.cfg.rto_min)))
         } else {
-            self.rtt.rto()
+            self.rtt.rto_ns()
         }
     }
     /// Bytes sent and not yet acknowledged (SND.MAX - SND.UNA, RFC 9293 §3.3.1).

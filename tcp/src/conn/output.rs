@@ -288,7 +288,7 @@ impl<B: SegBuf> Connection<B> {
             {
                 if s == self.snd_una {
                     // The head's timeout starts now (RFC 6298 §5.1, as Linux's tcp_rearm_rto).
-                    self.rtx_at = Some(now + self.rto());
+                    self.rtx_at = Some(now.add_nanos(self.rto_ns()));
                 }
                 return Some(p);
             }
@@ -317,7 +317,7 @@ impl<B: SegBuf> Connection<B> {
                             // starts now (RFC 6298 §5.1 applied to the head, as Linux's
                             // tcp_rearm_rto does), or the RTO would cut recovery short whenever
                             // RTO < 2 RTT.
-                            self.rtx_at = Some(now + self.rto());
+                            self.rtx_at = Some(now.add_nanos(self.rto_ns()));
                         }
                         self.rtx_next = end;
                         return Some(Plan {
@@ -598,11 +598,11 @@ impl<B: SegBuf> Connection<B> {
         let lone_before = self.snd_max - self.snd_una < bulk;
         self.snd_max = self.snd_max.max(seq_end);
         if self.rtx_at.is_none() {
-            self.rtx_at = Some(now + self.rto());
+            self.rtx_at = Some(now.add_nanos(self.rto_ns()));
         } else if lone_before && self.snd_max - self.snd_una >= bulk {
             // The timer ran with a lone segment's bound (`rto_min`); a flight has the lower
             // `rto_min_bulk`: start it again with that (RFC 6298 §5.1 starts it on sending).
-            let at = now + self.rto();
+            let at = now.add_nanos(self.rto_ns());
             self.rtx_at = self.rtx_at.map(|t| t.min(at));
         }
         self.emit(now, h, buf, p.start..p.end, src)

@@ -2,7 +2,7 @@
 //! (RFC 9293 §3.8.6.3), SACK compression (as Linux), keepalive (RFC 9293 §3.8.4), TIME-WAIT (RFC 9293 §3.3.2), FIN-WAIT-2, and
 //! RACK-TLP's reordering timer and probe timeout (RFC 8985 §6.3, §7.2).
 
-use netcore::{Duration, Instant};
+use netcore::Instant;
 
 use super::{CloseReason, Connection, SegBuf, State};
 
@@ -34,13 +34,13 @@ impl<B: SegBuf> Connection<B> {
         }
         // RFC 6298 §5.1: the retransmission timer runs while data is outstanding.
         if self.snd_max > self.snd_una && self.rtx_at.is_none() && self.state != State::TimeWait {
-            self.rtx_at = Some(now + self.rto());
+            self.rtx_at = Some(now.add_nanos(self.rto_ns()));
         }
         // Persist: the peer's window is zero, data waits, nothing is in flight.
         let waiting = self.snd_nxt < self.app_end && self.snd_max == self.snd_una;
         if self.snd_wnd == 0 && waiting && self.state.is_synchronized() {
             if self.persist_at.is_none() && !self.probe_due {
-                self.persist_at = Some(now + self.rto());
+                self.persist_at = Some(now.add_nanos(self.rto_ns()));
             }
         } else {
             self.persist_at = None;
@@ -86,22 +86,23 @@ impl<B: SegBuf> Connection<B> {
         if self.tlp_at.is_some() {
             return;
         }
-        let pto = match self.rtt.srtt() {
+        // In nanoseconds (as the RTO).
+        let pto = match self.rtt.srtt_ns() {
             Some(srtt) => {
                 let flight = self.snd_max - self.snd_una;
                 // RFC 8985 §7.2: with one segment in flight, allow for the peer's delayed ACK
                 // (WCDelAckT = 200 ms); else 2 ms of slack (Linux's TCP_TIMEOUT_MIN).
                 let extra = if flight <= u64::from(self.emss()) {
-                    Duration::from_millis(200)
+                    200_000_000
                 } else {
-                    Duration::from_millis(2)
+                    2_000_000
                 };
-                srtt * 2 + extra
+                srtt.saturating_mul(2).saturating_add(extra)
             }
-            None => Duration::from_secs(1),
+            None => 1_000_000_000,
         };
         // RFC 8985 §7.2: never later than the RTO would fire.
-        let at = now + pto;
+        let at = now.add_nanos(pto);
         self.tlp_at = Some(self.rtx_at.map_or(at, |r| r.min(at)));
     }
 
@@ -164,7 +165,7 @@ impl<B: SegBuf> Connection<B> {
             if !self.in_recovery && self.rack.lost_bytes() == 0 && self.snd_max > self.snd_una {
                 // RFC 8985 §7.3: send a probe, then run the RTO instead of another PTO.
                 self.tlp_due = true;
-                self.rtx_at = Some(now + self.rto());
+                self.rtx_at = Some(now.add_nanos(self.rto_ns()));
             }
         }
         if self.rtx_at.is_some_and(|t| t <= now) {
