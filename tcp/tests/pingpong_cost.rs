@@ -20,19 +20,10 @@
 
 use netcore::{Duration, Instant};
 use smoltcp::wire::Ipv4Address;
-use tcp::{ConnHandle, Dispatch, Endpoint, SendSource, TcpConfig};
+use tcp::{ConnHandle, Dispatch, Endpoint, TcpConfig};
 
-/// Stream bytes whose owner sums them itself (the RDMA engine's `SumLater`).
-struct SumLater;
-
-impl SendSource for SumLater {
-    fn read(&mut self, _stream_offset: u64, dst: &mut [u8]) {
-        dst.fill(0);
-    }
-    fn checksum(&mut self, _stream_offset: u64, _len: usize) -> u16 {
-        0
-    }
-}
+mod common;
+use common::{SumLater, deliver};
 
 /// The FPDU of a 2 B Write with CRC: MPA length, DDP/RDMAP tagged header, payload, pad, CRC.
 const RECORD: u64 = 2 + 14 + 2 + 2 + 4;
@@ -49,18 +40,7 @@ fn hop(
     c.send_record(RECORD).expect("room");
     let mut got = 0;
     while let Some(t) = c.poll_transmit_header(now, hdr, &mut SumLater) {
-        let plen = (t.payload.end - t.payload.start) as usize;
-        let mut seg = vec![0u8; t.header_len + plen];
-        seg[..t.header_len].copy_from_slice(&hdr[..t.header_len]);
-        let n = seg.len();
-        if let Dispatch::NewConn(r) | Dispatch::Conn(r) =
-            rx.handle_segment(now, tx_ip, rx_ip, seg, 0..n)
-            && let Some(r) = rx.conn_mut(r)
-        {
-            while let Some((_, range)) = r.poll_readable() {
-                got += range.len() as u64;
-            }
-        }
+        got += deliver(now, &hdr[..], &t, rx, (tx_ip, rx_ip));
         if t.last {
             break;
         }

@@ -17,19 +17,10 @@
 
 use netcore::{Duration, Instant};
 use smoltcp::wire::Ipv4Address;
-use tcp::{Dispatch, Endpoint, SendSource, TcpConfig};
+use tcp::{Endpoint, TcpConfig};
 
-/// Stream bytes whose owner sums them itself (the RDMA engine's `SumLater`).
-struct SumLater;
-
-impl SendSource for SumLater {
-    fn read(&mut self, _stream_offset: u64, dst: &mut [u8]) {
-        dst.fill(0);
-    }
-    fn checksum(&mut self, _stream_offset: u64, _len: usize) -> u16 {
-        0
-    }
-}
+mod common;
+use common::{SumLater, deliver};
 
 #[test]
 #[ignore = "instruction-count harness: run under callgrind with --ignored"]
@@ -71,18 +62,7 @@ fn header_only_sender() {
             }
             while let Some(t) = c.poll_transmit_header(now, &mut hdr, &mut SumLater) {
                 segs += 1;
-                let plen = (t.payload.end - t.payload.start) as usize;
-                let mut seg = vec![0u8; t.header_len + plen];
-                seg[..t.header_len].copy_from_slice(&hdr[..t.header_len]);
-                let n = seg.len();
-                if let Dispatch::NewConn(h) | Dispatch::Conn(h) =
-                    b.handle_segment(now, a_ip, b_ip, seg, 0..n)
-                    && let Some(r) = b.conn_mut(h)
-                {
-                    while let Some((_, range)) = r.poll_readable() {
-                        got += range.len() as u64;
-                    }
-                }
+                got += deliver(now, &hdr, &t, &mut b, (a_ip, b_ip));
             }
         } else {
             let mut buf = [0u8; 128];
