@@ -4,7 +4,7 @@
 # the same veth in the same rounds. Each variant is
 # NAME=BIN_DIR[:XDP_ARGS[:XDP_DESC[:PERF_ARGS[:IDLE[:CC[:NAPI]]]]]] (extra net_af_xdp devargs,
 # ring sizes, iwarp-perf arguments, the engines' dataplane.idle and tcp.cc, the veth's NAPI
-# mode: XDP_ARGS, XDP_DESC, XDP_PERF_ARGS, XDP_IDLE, XDP_CC and XDP_NAPI of bench-rdma.sh); the order of the variants alternates between rounds.
+# mode ("threaded" or "threaded-other"): XDP_ARGS, XDP_DESC, XDP_PERF_ARGS, XDP_IDLE, XDP_CC and XDP_NAPI of bench-rdma.sh); the order of the variants alternates between rounds.
 # Runs scripts/bench-rdma.sh (WIRES=afxdp SETS=bw ROUNDS=1) once per variant per round; take
 # the e2e lock around it: `flock /tmp/iwarp-e2e.lock scripts/ab-afxdp.sh base=DIR new=DIR`.
 # Environment: ROUNDS (3), OUT (results/ab-afxdp-<date>), LOAD_MAX, ITERS_BW, XDP_DESC: passed on;

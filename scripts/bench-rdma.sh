@@ -21,7 +21,8 @@
 #   iwarp-perf arguments of the af_xdp write_bw, both sides, e.g. "--pump on"), XDP_IDLE (the
 #   af_xdp engines' `dataplane.idle`, default "yield" as everywhere here), XDP_CC (the af_xdp
 #   engines' `tcp.cc`, default the config's "cubic"), XDP_NAPI ("threaded": the receiving veth
-#   end's NAPI in a kthread pinned to the receiving engine's core), PROFILE (a directory:
+#   end's NAPI in a kthread pinned to the receiving engine's core, SCHED_FIFO priority 1;
+#   "threaded-other": the same kthread left SCHED_OTHER, which stalls, see below), PROFILE (a directory:
 #   `perf record -a -g` while the client runs, in each run whose name matches the glob PROFILE_MATCH,
 #   default the round-1 af_xdp write_bw; with PROFILE_EVENTS, a comma-separated event list,
 #   `perf stat -a -e PROFILE_EVENTS` instead, e.g. syscalls:sys_enter_sendto to count TX kicks).
@@ -80,9 +81,18 @@ IDLE=${XDP_IDLE:-yield} conf xb "$(xdp "$VB")" 10.78.0.2 1 "$xtcp" "$xport" > "$
 # runs lost frames for good in one trial); each run's NAPI, made when the server attaches its
 # program, is then a kthread, pinned once the server is up. No effect on the kernel TCP runs
 # (no XDP program then, GRO off).
+# The kthread gets SCHED_FIFO priority 1 (as threaded NAPI is usually run beside busy-polling
+# threads): left SCHED_OTHER on the core where the receiving engine's dataplane thread (and,
+# with --pump off, its application thread) poll and `sched_yield`, it sat runnable on the run
+# queue without running for up to 4.2 s (its schedstat), while the sender's frames waited for
+# it in the veth: transfers paused for seconds, or for good (BENCHMARKS.md §4, "Bar (c): the
+# af_xdp stall with threaded NAPI"). XDP_NAPI=threaded-other keeps SCHED_OTHER to show it.
 pin_napi() { # veth core
     local p
-    for p in $(pgrep "^napi/${1:0:10}"); do taskset -pc "$2" "$p"; done
+    for p in $(pgrep "^napi/${1:0:10}"); do
+        taskset -pc "$2" "$p"
+        [[ ${XDP_NAPI:-} == threaded-other ]] || chrt -v -f -p 1 "$p"
+    done
 }
 vstat() { ip -n "$1" -s link show "$2"; ip netns exec "$1" ethtool -S "$2" 2>/dev/null | grep -vE ': 0$' || true; }
 daemons_up() { # array name: start iwarpd A and B (daemon mode), wait for their control sockets
@@ -160,7 +170,7 @@ ip -n "$NA" addr add 10.79.1.1/24 dev "$VA"; ip -n "$NB" addr add 10.79.1.2/24 d
 for n in "$NA" "$NB"; do ip -n "$n" link set lo up; ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1; done
 ip -n "$NA" link set "$VA" up mtu 1500; ip -n "$NB" link set "$VB" up mtu 1500
 ip netns exec "$NA" ethtool -k "$VA" > "$OUT/veth-offloads.txt" 2>&1 || true
-if [[ ${XDP_NAPI:-} == threaded ]]; then
+if [[ ${XDP_NAPI:-} == threaded* ]]; then
     ip netns exec "$NA" ethtool -K "$VA" gro on
     ip netns exec "$NA" sh -c "echo 1 > /sys/class/net/$VA/threaded"
     ip netns exec "$NA" ethtool -K "$VA" gro off
