@@ -20,10 +20,10 @@
 
 use netcore::{Duration, Instant};
 use smoltcp::wire::Ipv4Address;
-use tcp::{ConnHandle, Dispatch, Endpoint, TcpConfig};
+use tcp::{ConnHandle, Dispatch, Endpoint};
 
 mod common;
-use common::{SumLater, deliver};
+use common::{SumLater, connecting_pair, deliver};
 
 /// The FPDU of a 2 B Write with CRC: MPA length, DDP/RDMAP tagged header, payload, pad, CRC.
 const RECORD: u64 = 2 + 14 + 2 + 2 + 4;
@@ -51,13 +51,8 @@ fn hop(
 #[test]
 #[ignore = "instruction-count harness: run under callgrind with --ignored"]
 fn small_record_ping_pong() {
-    let (a_ip, b_ip) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
-    let cfg = TcpConfig::default();
-    let mut a: Endpoint<Vec<u8>> = Endpoint::new(cfg.clone(), a_ip, [1; 16]);
-    let mut b: Endpoint<Vec<u8>> = Endpoint::new(cfg, b_ip, [2; 16]);
-    b.listen(80);
     let mut now = Instant::from_millis(1);
-    let ca = a.connect(now, 0, (b_ip, 80)).expect("connect");
+    let (mut a, mut b, ca, (a_ip, b_ip)) = connecting_pair(now);
     // The handshake.
     let mut cb = None;
     let mut buf = [0u8; 128];

@@ -16,22 +16,15 @@
 //! and divide by the segments it prints.
 
 use netcore::{Duration, Instant};
-use smoltcp::wire::Ipv4Address;
-use tcp::{Endpoint, TcpConfig};
 
 mod common;
-use common::{SumLater, deliver};
+use common::{SumLater, connecting_pair, deliver};
 
 #[test]
 #[ignore = "instruction-count harness: run under callgrind with --ignored"]
 fn header_only_sender() {
-    let (a_ip, b_ip) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
-    let cfg = TcpConfig::default();
-    let mut a: Endpoint<Vec<u8>> = Endpoint::new(cfg.clone(), a_ip, [1; 16]);
-    let mut b: Endpoint<Vec<u8>> = Endpoint::new(cfg, b_ip, [2; 16]);
-    b.listen(80);
     let mut now = Instant::from_millis(1);
-    let ca = a.connect(now, 0, (b_ip, 80)).expect("connect");
+    let (mut a, mut b, ca, (a_ip, b_ip)) = connecting_pair(now);
     let total: u64 = 64 << 20;
     let (mut queued, mut got, mut segs) = (0u64, 0u64, 0u64);
     let mut hdr = [0u8; 60];

@@ -4,7 +4,27 @@
 
 use netcore::Instant;
 use smoltcp::wire::Ipv4Address;
-use tcp::{Dispatch, Endpoint, SendSource, Transmit};
+use tcp::{ConnHandle, Dispatch, Endpoint, SendSource, TcpConfig, Transmit};
+
+/// Two endpoints with default configurations, `b` listening on port 80 and `a` connecting
+/// to it (the handshake is the caller's): `(a, b, a's connection, (a's address, b's))`.
+pub(crate) type Pair = (
+    Endpoint<Vec<u8>>,
+    Endpoint<Vec<u8>>,
+    ConnHandle,
+    (Ipv4Address, Ipv4Address),
+);
+
+/// [`Pair`], `a`'s connect at `now`.
+pub(crate) fn connecting_pair(now: Instant) -> Pair {
+    let (a_ip, b_ip) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+    let cfg = TcpConfig::default();
+    let mut a: Endpoint<Vec<u8>> = Endpoint::new(cfg.clone(), a_ip, [1; 16]);
+    let mut b: Endpoint<Vec<u8>> = Endpoint::new(cfg, b_ip, [2; 16]);
+    b.listen(80);
+    let ca = a.connect(now, 0, (b_ip, 80)).expect("connect");
+    (a, b, ca, (a_ip, b_ip))
+}
 
 /// Stream bytes whose owner sums them itself (the RDMA engine's `SumLater`): zeros, whose
 /// sum is 0, so the checksum the header carries is right.
