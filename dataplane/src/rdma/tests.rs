@@ -311,14 +311,7 @@ impl RawPeer {
                 0,
                 EngineCmd::Accept {
                     conn,
-                    qp: QpBinding {
-                        qp,
-                        owner: ClientId(5),
-                        pd: PdId(1),
-                        sq_depth: 16,
-                        rq_depth: 16,
-                        queues: QpQueues::Local(self.queues.clone()),
-                    },
+                    qp: local_binding(qp, &self.queues),
                     private_data: Vec::new(),
                     ird: 1,
                     ord: 1,
@@ -541,6 +534,33 @@ fn lone_small_writes_complete_at_transmission_not_at_the_delayed_ack() {
     );
 }
 
+/// QP `qp` of client 5 in PD 1, queues of 16 on `queues` (the tests' usual binding).
+fn local_binding(qp: QpNum, queues: &LocalQueues) -> QpBinding {
+    QpBinding {
+        qp,
+        owner: ClientId(5),
+        pd: PdId(1),
+        sq_depth: 16,
+        rq_depth: 16,
+        queues: QpQueues::Local(queues.clone()),
+    }
+}
+
+/// An active open of `conn` to `remote` with the default policy and no private data.
+fn connect_cmd(
+    conn: crate::rdma::ConnId,
+    remote: std::net::SocketAddrV4,
+    qp: QpBinding,
+) -> EngineCmd {
+    EngineCmd::Connect {
+        conn,
+        remote,
+        policy: MpaPolicy::default(),
+        private_data: Vec::new(),
+        qp,
+    }
+}
+
 /// Everything completed so far on `q`, as (wr_id, status).
 fn drained(q: &LocalQueues) -> Vec<(u64, WcStatus)> {
     let mut v: Vec<(u64, WcStatus)> = std::iter::from_fn(|| q.poll_cq())
@@ -663,23 +683,7 @@ fn flush_during_mpa_startup_flushes_the_queues() {
     let qp = QpNum(43);
     let conn = s.a.handle.ids.conn();
     s.a.handle
-        .send(
-            0,
-            EngineCmd::Connect {
-                conn,
-                remote: target,
-                policy: MpaPolicy::default(),
-                private_data: Vec::new(),
-                qp: QpBinding {
-                    qp,
-                    owner: ClientId(5),
-                    pd: PdId(1),
-                    sq_depth: 16,
-                    rq_depth: 16,
-                    queues: QpQueues::Local(queues.clone()),
-                },
-            },
-        )
+        .send(0, connect_cmd(conn, target, local_binding(qp, &queues)))
         .unwrap();
     // TCP connects and the MPA Request goes out; no Reply ever comes.
     s.run_until(Duration::from_millis(50), |_| false);
@@ -729,20 +733,7 @@ fn flush_before_the_active_open_flushes_the_queues() {
     let qp = QpNum(44);
     let conn = s.a.handle.ids.conn();
     for cmd in [
-        EngineCmd::Connect {
-            conn,
-            remote: target,
-            policy: MpaPolicy::default(),
-            private_data: Vec::new(),
-            qp: QpBinding {
-                qp,
-                owner: ClientId(5),
-                pd: PdId(1),
-                sq_depth: 16,
-                rq_depth: 16,
-                queues: QpQueues::Local(queues.clone()),
-            },
-        },
+        connect_cmd(conn, target, local_binding(qp, &queues)),
         EngineCmd::FlushQp { qp },
     ] {
         s.a.handle.send(0, cmd).unwrap();
@@ -767,14 +758,7 @@ fn an_unconnected_qp_moved_to_error_flushes_its_queues() {
         sges: vec![],
     });
     let qp = QpNum(45);
-    let binding = QpBinding {
-        qp,
-        owner: ClientId(5),
-        pd: PdId(1),
-        sq_depth: 16,
-        rq_depth: 16,
-        queues: QpQueues::Local(queues.clone()),
-    };
+    let binding = local_binding(qp, &queues);
     s.a.handle
         .send(0, EngineCmd::FlushUnbound { qp: binding })
         .unwrap();
@@ -1043,21 +1027,8 @@ fn destroy_qp_of_a_connect_not_started_reports_only_the_release() {
     let mut s = Sim::new(a, b, 17);
     let qp = QpNum(46);
     let conn = s.a.handle.ids.conn();
-    let binding = QpBinding {
-        qp,
-        owner: ClientId(5),
-        pd: PdId(1),
-        sq_depth: 16,
-        rq_depth: 16,
-        queues: QpQueues::Local(LocalQueues::default()),
-    };
-    let connect = EngineCmd::Connect {
-        conn,
-        remote: target,
-        policy: MpaPolicy::default(),
-        private_data: Vec::new(),
-        qp: binding,
-    };
+    let binding = local_binding(qp, &LocalQueues::default());
+    let connect = connect_cmd(conn, target, binding);
     s.a.handle.send(0, connect).unwrap();
     s.a.handle.send(0, EngineCmd::DestroyQp { qp }).unwrap();
     s.run_until(Duration::from_millis(50), |_| false);
