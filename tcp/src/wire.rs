@@ -536,15 +536,10 @@ const SHORT_SUM_MAX: usize = 128;
 /// any word size once folded), the 1-3 byte tail padded with zeros on the right (an odd last
 /// byte is the high half of its 16-bit word).
 fn short_sum(data: &[u8]) -> u16 {
-    let mut words = data.chunks_exact(4);
-    let mut acc: u64 = (&mut words)
-        .map(|w| u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]])))
-        .sum();
     let mut tail = [0u8; 4];
-    let rest = words.remainder();
+    let rest = &data[data.len() / 4 * 4..];
     tail[..rest.len()].copy_from_slice(rest);
-    acc += u64::from(u32::from_be_bytes(tail));
-    fold(acc)
+    fold(header_words(data) + u64::from(u32::from_be_bytes(tail)))
 }
 
 /// Ones-complement addition of two partial sums.
