@@ -1,5 +1,6 @@
 //! CRC32c alone and fused with a copy, against `crc-fast`, the `crc32c` crate and a plain copy,
-//! at FPDU sizes (MTU 1500 and 9000) and a small and a large message.
+//! at FPDU sizes (MTU 1500 and 9000) and a small and a large message; the three-stream kernel
+//! of CPUs without AVX-512 against the `crc32c` crate's CRC and a copy.
 //!
 //! `cargo bench -p copycrc --bench kernels`
 //!
@@ -50,6 +51,21 @@ fn kernels(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("copy_crc32c", len), src, |b, s| {
             b.iter(|| copycrc::copy_crc32c(0, black_box(s), dst))
+        });
+        // CPUs without AVX-512: the three-stream kernel, against what the `crc32c` crate does
+        // for a copy (`netcore::crc::CrcImpl::copy_append`: the CRC of the source, then the copy).
+        if copycrc::copy_crc32c_streams(0, src, dst).is_some() {
+            g.bench_with_input(BenchmarkId::new("copy_crc32c_streams", len), src, |b, s| {
+                b.iter(|| copycrc::copy_crc32c_streams(0, black_box(s), dst))
+            });
+        }
+        g.bench_with_input(BenchmarkId::new("crc32c+copy", len), src, |b, s| {
+            b.iter(|| {
+                let c = crc32c::crc32c(black_box(s));
+                dst.copy_from_slice(s);
+                black_box(&dst);
+                c
+            })
         });
     }
     g.finish();

@@ -10,9 +10,12 @@
 //! register. On the AMD EPYC of BENCHMARKS.md §4 the CRC then adds about 16 ns to the copy of a
 //! 1448-byte FPDU, where a pass of its own over the copied bytes took 40-46 ns.
 //!
-//! On a CPU without those features every function still works: [`crc32c_append`] falls back
-//! to the `crc32c` crate, the copying forms to a copy and then that CRC. [`accelerated`] says
-//! which path runs. Callers that choose between implementations by calibration (the
+//! On a CPU without those features every function still works. With SSE4.2 and PCLMULQDQ
+//! (AMD Zen 2/3, many Intel parts) the copying forms fuse the copy with three interleaved
+//! `crc32` streams (each word loaded once, stored and hashed from the register) and short
+//! inputs take one `crc32` stream without set-up; longer CRCs without a copy go to the `crc32c`
+//! crate. Without those either, a copy and then the `crc32c` crate's CRC. [`accelerated`] and
+//! [`fuses_copy`] say which path runs. Callers that choose between implementations by calibration (the
 //! `netcore::crc` facade) time this crate against the others.
 //!
 //! This is the only crate of CPU kernels with `unsafe`: intrinsics need `#[target_feature]`
@@ -23,6 +26,12 @@
 #[cfg(target_arch = "x86_64")]
 mod fold;
 pub mod poly;
+#[cfg(target_arch = "x86_64")]
+mod sse42;
+
+/// Inputs shorter than this go to the short single-stream kernel where the folding kernels do
+/// not run (the data path's MPA length fields, DDP headers and pads).
+const SHORT: usize = 64;
 
 /// Whether the folding kernels run on this CPU (AVX-512F, VPCLMULQDQ, PCLMULQDQ, SSE4.2);
 /// otherwise the functions of this crate fall back to the `crc32c` crate. Detected once.
@@ -37,6 +46,44 @@ pub fn accelerated() -> bool {
     }
 }
 
+/// Whether this crate's copies compute the CRC in the copy's pass on this CPU: with the
+/// folding kernels ([`accelerated`]), or with three interleaved `crc32` streams on a CPU with
+/// SSE4.2 and PCLMULQDQ only. Otherwise a copy goes through a buffer and the `crc32c` crate.
+pub fn fuses_copy() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        fold::available() || sse42::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// [`copy_crc32c`] by the three-stream `crc32` kernel of CPUs without the folding kernels,
+/// whatever this CPU has (for the benchmarks and tests that compare kernels): `None` without
+/// SSE4.2 and PCLMULQDQ.
+///
+/// # Panics
+/// If `dst` is shorter than `src`.
+pub fn copy_crc32c_streams(crc: u32, src: &[u8], dst: &mut [u8]) -> Option<u32> {
+    assert!(
+        dst.len() >= src.len(),
+        "copy_crc32c: destination of {} bytes for {} bytes",
+        dst.len(),
+        src.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if sse42::available() {
+        // SAFETY: the features were detected; src is valid for reads and dst for writes of
+        // src.len() bytes (checked above), a `&[u8]` and a `&mut [u8]` cannot overlap.
+        return Some(
+            unsafe { sse42::copy_crc(!crc, src.as_ptr(), dst.as_mut_ptr(), src.len()) } ^ !0,
+        );
+    }
+    None
+}
+
 /// Continue a CRC32c: `crc32c_append(crc32c_append(0, a), b)` is the CRC32c of `a ++ b`
 /// (the same convention as the `crc32c` crate: `crc` is a finished CRC value).
 #[inline]
@@ -46,6 +93,12 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
         // SAFETY: the features `fold::crc` needs were detected (`available`); `data` is valid
         // for reads of its length, and nothing is written (no destination).
         return unsafe { fold::crc(!crc, data.as_ptr(), data.len()) } ^ !0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if data.len() < SHORT && sse42::available() {
+        // SAFETY: the features `sse42::crc` needs were detected; `data` is valid for reads of
+        // its length.
+        return unsafe { sse42::crc(!crc, data.as_ptr(), data.len()) } ^ !0;
     }
     ::crc32c::crc32c_append(crc, data)
 }
@@ -81,6 +134,11 @@ pub unsafe fn copy_crc32c_raw(crc: u32, src: *const u8, dst: *mut u8, len: usize
     if fold::available() {
         // SAFETY: the features were detected; the caller guarantees the ranges.
         return unsafe { fold::copy_crc(!crc, src, dst, len) } ^ !0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if sse42::available() {
+        // SAFETY: the features were detected; the caller guarantees the ranges.
+        return unsafe { sse42::copy_crc(!crc, src, dst, len) } ^ !0;
     }
     // SAFETY: forwarded contract.
     unsafe { copy_crc_portable(crc, src, dst, len) }

@@ -108,3 +108,72 @@ fn the_portable_copy_agrees() {
         assert_eq!(out[len], 0x5a);
     }
 }
+
+/// The three-stream kernel of CPUs without AVX-512, called whatever this CPU has: every length
+/// and offset against the reference, the copies byte for byte, nothing written outside.
+#[test]
+fn the_stream_kernel_matches_the_reference() {
+    #[cfg(target_arch = "x86_64")]
+    let has = std::is_x86_feature_detected!("sse4.2") && std::is_x86_feature_detected!("pclmulqdq");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has = false;
+    let buf = data(200_003 + 100, 5);
+    // Beyond 2100: around the pieces of 3 * 4 KiB the streams' shifts are tabled for.
+    let more = [12_288 - 1, 12_288, 12_288 + 47, 12_288 + 48, 24_576 + 100];
+    for len in lengths().chain(more) {
+        for off in [0usize, 1, 7, 13, 63] {
+            for crc in [0u32, 0xffff_ffff, 0x1234_5678] {
+                let d = &buf[off..off + len];
+                let mut out = vec![0xa5u8; len + 2];
+                let got = copy_crc32c_streams(crc, d, &mut out[1..]);
+                if !has {
+                    assert_eq!(got, None);
+                    return;
+                }
+                let want = ::crc32c::crc32c_append(crc, d);
+                assert_eq!(got, Some(want), "len {len} off {off} crc {crc:#x}");
+                assert_eq!(&out[1..=len], d, "copied bytes: len {len} off {off}");
+                assert_eq!((out[0], out[len + 1]), (0xa5, 0xa5), "outside: len {len}");
+            }
+        }
+    }
+    let inc: Vec<u8> = (0u8..32).collect();
+    let mut out = [0u8; 32];
+    assert_eq!(copy_crc32c_streams(0, &inc, &mut out), Some(0x46dd_794e));
+    assert_eq!(
+        copy_crc32c_streams(0, &[0xffu8; 32], &mut out),
+        Some(0x62a8_ab43)
+    );
+    let nine = b"123456789";
+    assert_eq!(copy_crc32c_streams(0, nine, &mut out), Some(0xe306_9283));
+    // 48 bytes: one step of the three streams exactly (RFC 3720 B.4's 32-byte vectors and zeros).
+    let mut two = [0u8; 48];
+    two[16..].copy_from_slice(&inc);
+    let mut out = [0u8; 48];
+    let zeros16 = ::crc32c::crc32c_append(0, &[0u8; 16]);
+    assert_eq!(
+        copy_crc32c_streams(0, &two, &mut out),
+        Some(::crc32c::crc32c_append(zeros16, &inc))
+    );
+    assert_eq!(out, two);
+}
+
+/// The short single-stream CRC (inputs under `SHORT` bytes where the folding kernels do not
+/// run), called directly: every length, offset and register.
+#[test]
+fn the_short_kernel_matches_the_reference() {
+    #[cfg(target_arch = "x86_64")]
+    if sse42::available() {
+        let buf = data(SHORT + 64, 6);
+        for len in 0..SHORT {
+            for off in 0..8 {
+                for crc in [0u32, 0xffff_ffff, 0x1234_5678] {
+                    let d = &buf[off..off + len];
+                    // SAFETY: the features were detected; d is valid for reads of its length.
+                    let got = unsafe { sse42::crc(!crc, d.as_ptr(), d.len()) } ^ !0;
+                    assert_eq!(got, ::crc32c::crc32c_append(crc, d), "len {len} off {off}");
+                }
+            }
+        }
+    }
+}
