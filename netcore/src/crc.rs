@@ -5,8 +5,9 @@
 //!
 //! - [`CrcImpl::Crc32cCrate`]: the `crc32c` crate (SSE4.2 `crc32` instruction, 3-way interleave);
 //! - [`CrcImpl::CrcFast`]: the `crc-fast` crate (`crc32` fused with (V)PCLMULQDQ folding);
-//! - [`CrcImpl::CopyCrc`]: our `copycrc` crate (512-bit VPCLMULQDQ folding), the only one that
-//!   computes the CRC of bytes while it copies them ([`CrcImpl::copy_append`]): the data path
+//! - [`CrcImpl::CopyCrc`]: our `copycrc` crate (512-bit VPCLMULQDQ folding; on CPUs without
+//!   AVX-512, three interleaved `crc32` streams), the only one that computes the CRC of bytes
+//!   while it copies them ([`CrcImpl::copy_append`]): the data path
 //!   copies every FPDU payload once (sender: region to frame; receiver: frame to region), so
 //!   with it the CRC costs no second pass over the bytes.
 //!
@@ -29,8 +30,9 @@ pub enum CrcImpl {
     Crc32cCrate,
     /// The `crc-fast` crate (`crc32` fused with PCLMULQDQ / AVX-512 VPCLMULQDQ folding).
     CrcFast,
-    /// The `copycrc` crate (AVX-512 VPCLMULQDQ folding, fused with the copy; the `crc32c`
-    /// crate on a CPU without those features).
+    /// The `copycrc` crate (AVX-512 VPCLMULQDQ folding fused with the copy; without AVX-512,
+    /// three `crc32` streams fused with the copy and the `crc32c` crate for longer CRCs without
+    /// one; the `crc32c` crate behind a buffer without SSE4.2 and PCLMULQDQ).
     CopyCrc,
 }
 
@@ -79,10 +81,10 @@ impl CrcImpl {
     }
 
     /// Whether [`calibrate`] times this implementation on this CPU: all but `copycrc` without
-    /// its kernels, which is the `crc32c` crate behind a bounce buffer (it could only win by
-    /// noise). Forcing it still works.
+    /// a fused kernel, which is the `crc32c` crate behind a bounce buffer (it could only win
+    /// by noise). Forcing it still works.
     pub fn candidate_here(self) -> bool {
-        self != CrcImpl::CopyCrc || copycrc::accelerated()
+        self != CrcImpl::CopyCrc || copycrc::fuses_copy()
     }
 
     /// Whether [`CrcImpl::copy_append`] computes the CRC in the copy's pass (callers with
@@ -132,10 +134,11 @@ fn crc_fast_append(crc: u32, data: &[u8]) -> u32 {
 /// 0: not chosen yet; otherwise [`CrcImpl::code`].
 static CHOICE: AtomicU8 = AtomicU8::new(0);
 
-/// The implementation CPU features suggest: `copycrc` when its 512-bit folding kernels run
-/// here (AVX-512F/VL, VPCLMULQDQ, SSE4.2), `crc32c` otherwise. A guess: [`calibrate`] measures.
+/// The implementation CPU features suggest: `copycrc` when it fuses copies here (its 512-bit
+/// folding kernels: AVX-512F/VL, VPCLMULQDQ; or its `crc32` streams: SSE4.2, PCLMULQDQ),
+/// `crc32c` otherwise. A guess: [`calibrate`] measures.
 pub fn detect() -> CrcImpl {
-    if copycrc::accelerated() {
+    if copycrc::fuses_copy() {
         CrcImpl::CopyCrc
     } else {
         CrcImpl::Crc32cCrate
@@ -180,10 +183,12 @@ impl Crc32c {
     pub fn copy_update(&mut self, src: &[u8], dst: &mut [u8]) {
         self.0 = current().copy_append(self.0, src, dst);
     }
-    /// Feed more bytes.
+    /// Feed more bytes (none: nothing to do, no call; an FPDU without a pad feeds an empty one).
     #[inline]
     pub fn update(&mut self, data: &[u8]) {
-        self.0 = crc32c_append(self.0, data);
+        if !data.is_empty() {
+            self.0 = crc32c_append(self.0, data);
+        }
     }
     /// The CRC of everything fed so far.
     pub const fn value(self) -> u32 {
