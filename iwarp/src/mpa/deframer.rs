@@ -122,6 +122,27 @@ impl UncheckedCrc<'_> {
         c
     }
 
+    /// [`UncheckedCrc::start`] continued over `head`, the ULPDU's first octets, in one call
+    /// when they fit a small buffer: the length field and a DDP header are 16 contiguous
+    /// octets of the stream, and each call of a CRC implementation has a set-up cost.
+    pub fn start_with(&self, head: &[u8]) -> Crc32c {
+        let mut b = [0u8; 32];
+        let n = LEN_FIELD + head.len();
+        let mut c = Crc32c::new();
+        match b.get_mut(LEN_FIELD..n) {
+            Some(t) => {
+                t.copy_from_slice(head);
+                b[..LEN_FIELD].copy_from_slice(&self.len_field);
+                c.update(&b[..n]);
+            }
+            None => {
+                c.update(&self.len_field);
+                c.update(head);
+            }
+        }
+        c
+    }
+
     /// Finish `crc` (of the length field and the ULPDU) with the pad and compare it with the
     /// CRC field: the [`MpaError::Crc`] when they differ.
     pub fn check(&self, mut crc: Crc32c) -> Result<(), MpaError> {

@@ -11,7 +11,7 @@ use netcore::crc::Crc32c;
 
 use crate::ddp::wire::{self as ddp, DdpBuf};
 use crate::error::{DdpError, Layer, RdmapError, TermCode, rdmap_etype};
-use crate::mpa::{Deframed, MpaError, WholeFpdu};
+use crate::mpa::{Deframed, MpaError, UncheckedCrc, WholeFpdu};
 use crate::rdmap::qp::{
     Completion, CqOpcode, Memory, Qp, QpState, RecvRequest, Sge, WcStatus, sq_cq_opcode,
 };
@@ -216,8 +216,8 @@ impl Qp {
     #[inline]
     fn rx_whole(&mut self, mem: &mut dyn Memory, w: &WholeFpdu<'_>) -> Whole {
         let last = w.ulpdu.first().is_some_and(|&c| c & ddp::FLAG_LAST != 0);
-        let mut crc = w.unchecked.map(|u| u.start());
-        if self.rx_write_whole(mem, w.ulpdu, crc.as_mut()) {
+        let mut crc = None;
+        if self.rx_write_whole(mem, w.ulpdu, w.unchecked.as_ref(), &mut crc) {
             if let (Some(u), Some(c)) = (w.unchecked, crc)
                 && let Err(e) = u.check(c)
             {
@@ -227,6 +227,7 @@ impl Qp {
             self.rx.msg_end = last;
             return Whole::Done;
         }
+        let crc = w.unchecked.map(|u| u.start());
         self.rx_start(w.ulpdu.len());
         if let Some(c) = crc {
             *self.deframer.crc_state() = c;
@@ -264,16 +265,18 @@ impl Qp {
 
     /// The data path's common segment, a whole RDMA Write that passes every check
     /// `begin_segment` makes for it (RFC 5041 §7.1 versions, RFC 5040 §7.1 opcode, RFC 5041
-    /// §7.2 / RFC 5042 §5 STag, PD, rights, bounds): placed in one step, feeding `crc` (the
-    /// FPDU's CRC, still to be checked) with the ULPDU; an RDMA Write completes nothing at the
-    /// Data Sink (RFC 5040 §5.3). False, with nothing done, for anything else: the general
-    /// path then runs the same checks and reports the first failing one.
+    /// §7.2 / RFC 5042 §5 STag, PD, rights, bounds): placed in one step; with `unchecked`
+    /// (the FPDU's CRC still to be checked), `crc` is set to the CRC of its length field and
+    /// ULPDU, computed while the ULPDU is placed. An RDMA Write completes nothing at the Data
+    /// Sink (RFC 5040 §5.3). False, with nothing done, for anything else: the general path then
+    /// runs the same checks and reports the first failing one.
     #[inline]
     fn rx_write_whole(
         &mut self,
         mem: &mut dyn Memory,
         ulpdu: &[u8],
-        mut crc: Option<&mut Crc32c>,
+        unchecked: Option<&UncheckedCrc<'_>>,
+        crc: &mut Option<Crc32c>,
     ) -> bool {
         let Some((h, payload)) = ulpdu.split_first_chunk::<{ ddp::TAGGED_HDR_LEN }>() else {
             return false;
@@ -289,11 +292,10 @@ impl Qp {
         let Ok((info, off)) = check_access(&*mem, stag, self.cfg.pd, need, to, len) else {
             return false;
         };
-        if let Some(c) = crc.as_deref_mut() {
-            c.update(h);
-        }
+        // The length field and the header in one CRC call.
+        *crc = unchecked.map(|u| u.start_with(h));
         if !payload.is_empty() {
-            mem.place(info.handle, off, payload, crc);
+            mem.place(info.handle, off, payload, crc.as_mut());
         }
         true
     }
