@@ -12,6 +12,7 @@ use std::arch::x86_64::*;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::poly::{fold_pair, shift_const};
+use crate::sse42;
 
 /// 0: not probed; 1: no; 2: yes.
 static AVAILABLE: AtomicU8 = AtomicU8::new(0);
@@ -300,7 +301,7 @@ fn merge8(a: [__m512i; 8]) -> __m512i {
 unsafe fn folded<const COPY: bool>(state: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
     if len < 64 {
         // SAFETY: forwarded contract, whole range.
-        return unsafe { tail::<COPY>(state, src, dst, 0, len) };
+        return unsafe { sse42::words::<COPY>(state, src, dst, 0, len) };
     }
     if len < 512 {
         let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(state as i32));
@@ -351,7 +352,7 @@ unsafe fn finish<const COPY: bool>(
     }
     let r = register(v);
     // SAFETY: [at, len) is inside both ranges.
-    unsafe { tail::<COPY>(r, src, dst, at, len) }
+    unsafe { sse42::words::<COPY>(r, src, dst, at, len) }
 }
 
 /// The last 16 bytes of state: a CRC of them from a zero register is the register.
@@ -382,43 +383,4 @@ fn reduce512(x: __m512i) -> __m128i {
     let t = fold512(x, k, lanes3);
     let h = _mm256_xor_si256(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64::<1>(t));
     _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
-}
-
-/// The register after bytes `[at, len)` by the `crc32` instruction, 8 bytes at a time, copying
-/// them with `COPY`.
-///
-/// # Safety
-/// `[at, len)` lies inside both ranges of the kernel's contract.
-#[inline]
-#[target_feature(enable = "sse4.2")]
-unsafe fn tail<const COPY: bool>(
-    state: u32,
-    src: *const u8,
-    dst: *mut u8,
-    mut at: usize,
-    len: usize,
-) -> u32 {
-    let mut r = u64::from(state);
-    while at + 8 <= len {
-        // SAFETY: at + 8 <= len: inside the source range; unaligned read.
-        let w = unsafe { src.add(at).cast::<u64>().read_unaligned() };
-        if COPY {
-            // SAFETY: inside the destination range; unaligned write.
-            unsafe { dst.add(at).cast::<u64>().write_unaligned(w) };
-        }
-        r = _mm_crc32_u64(r, w);
-        at += 8;
-    }
-    let mut r = r as u32;
-    while at < len {
-        // SAFETY: at < len: inside the source range.
-        let b = unsafe { src.add(at).read() };
-        if COPY {
-            // SAFETY: inside the destination range.
-            unsafe { dst.add(at).write(b) };
-        }
-        r = _mm_crc32_u8(r, b);
-        at += 1;
-    }
-    r
 }

@@ -135,13 +135,13 @@ fn shift(r: u32, k: u64) -> u32 {
 }
 
 /// The register after bytes `[at, len)` by one `crc32` stream, 8 bytes at a time, copying
-/// them with `COPY`.
+/// them with `COPY` (also the tail of `fold`'s kernels).
 ///
 /// # Safety
 /// `[at, len)` lies inside the source range and, with `COPY`, the destination range.
 #[inline]
 #[target_feature(enable = "sse4.2")]
-unsafe fn words<const COPY: bool>(
+pub(crate) unsafe fn words<const COPY: bool>(
     state: u32,
     src: *const u8,
     dst: *mut u8,
