@@ -9,30 +9,24 @@
 //! zero, and the `crc32` instruction turns the final 128-bit block into the register again.
 
 use std::arch::x86_64::*;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::AtomicU8;
 
 use crate::poly::{fold_pair, shift_const};
 use crate::sse42;
 
-/// 0: not probed; 1: no; 2: yes.
+/// [`available`]'s probe, once.
 static AVAILABLE: AtomicU8 = AtomicU8::new(0);
 
 /// Whether this CPU has what the kernels use (probed once).
 #[inline]
 pub(crate) fn available() -> bool {
-    match AVAILABLE.load(Ordering::Relaxed) {
-        2 => true,
-        1 => false,
-        _ => {
-            let yes = std::is_x86_feature_detected!("avx512f")
-                && std::is_x86_feature_detected!("avx512vl")
-                && std::is_x86_feature_detected!("vpclmulqdq")
-                && std::is_x86_feature_detected!("pclmulqdq")
-                && std::is_x86_feature_detected!("sse4.2");
-            AVAILABLE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    crate::probed(&AVAILABLE, || {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("vpclmulqdq")
+            && std::is_x86_feature_detected!("pclmulqdq")
+            && std::is_x86_feature_detected!("sse4.2")
+    })
 }
 
 const K512B: [u64; 2] = fold_pair(512 * 8);
@@ -227,16 +221,10 @@ unsafe fn hybrid(state: u32, src: *const u8, len: usize) -> u32 {
     // SAFETY: [512 n, a) is inside the source range.
     let ra = unsafe { finish::<false>(merge8(acc), src, dst, 512 * n, a) };
     let [k1, k2, k3] = SHIFTS[n - 1];
-    shift(ra, k3) ^ shift(r[0] as u32, k2) ^ shift(r[1] as u32, k1) ^ r[2] as u32
-}
-
-/// Register `r` moved over the zero bytes `k` stands for ([`shift_const`]).
-#[inline]
-#[target_feature(enable = "pclmulqdq,sse4.2")]
-fn shift(r: u32, k: u64) -> u32 {
-    let p =
-        _mm_clmulepi64_si128::<0x00>(_mm_cvtsi64_si128(i64::from(r)), _mm_cvtsi64_si128(k as i64));
-    _mm_crc32_u64(0, _mm_cvtsi128_si64(p) as u64) as u32
+    sse42::shift(ra, k3)
+        ^ sse42::shift(r[0] as u32, k2)
+        ^ sse42::shift(r[1] as u32, k1)
+        ^ r[2] as u32
 }
 
 /// The first 512 bytes as eight accumulators, the register added to the first 32 bits (RFC

@@ -29,6 +29,23 @@ pub mod poly;
 #[cfg(target_arch = "x86_64")]
 mod sse42;
 
+/// A CPU probe's answer, cached in `flag` (0: not probed yet; 1: no; 2: yes): `probe` runs
+/// at most once per flag, give or take a race between first callers, which agree.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn probed(flag: &std::sync::atomic::AtomicU8, probe: impl FnOnce() -> bool) -> bool {
+    use std::sync::atomic::Ordering;
+    match flag.load(Ordering::Relaxed) {
+        2 => true,
+        1 => false,
+        _ => {
+            let yes = probe();
+            flag.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
 /// Inputs shorter than this go to the short single-stream kernel where the folding kernels do
 /// not run (the data path's MPA length fields, DDP headers and pads).
 const SHORT: usize = 64;

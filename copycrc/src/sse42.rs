@@ -17,26 +17,19 @@
 //! `state` is the CRC register (the inverted CRC value), as in `fold`.
 
 use std::arch::x86_64::*;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::AtomicU8;
 
 use crate::poly::shift_const;
 
-/// 0: not probed; 1: no; 2: yes.
+/// [`available`]'s probe, once.
 static AVAILABLE: AtomicU8 = AtomicU8::new(0);
 
 /// Whether this CPU has what these kernels use (SSE4.2, PCLMULQDQ; probed once).
 #[inline]
 pub(crate) fn available() -> bool {
-    match AVAILABLE.load(Ordering::Relaxed) {
-        2 => true,
-        1 => false,
-        _ => {
-            let yes = std::is_x86_feature_detected!("sse4.2")
-                && std::is_x86_feature_detected!("pclmulqdq");
-            AVAILABLE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    crate::probed(&AVAILABLE, || {
+        std::is_x86_feature_detected!("sse4.2") && std::is_x86_feature_detected!("pclmulqdq")
+    })
 }
 
 /// Bytes each stream takes per loop step: two words.
@@ -125,10 +118,11 @@ unsafe fn streams(state: u32, src: *const u8, dst: *mut u8, n: usize) -> u32 {
     shift(r[0] as u32, k2) ^ shift(r[1] as u32, k1) ^ r[2] as u32
 }
 
-/// Register `r` moved over the zero bytes `k` stands for ([`shift_const`]).
+/// Register `r` moved over the zero bytes `k` stands for ([`shift_const`]; also how `fold`'s
+/// hybrid kernel combines its streams).
 #[inline]
 #[target_feature(enable = "pclmulqdq,sse4.2")]
-fn shift(r: u32, k: u64) -> u32 {
+pub(crate) fn shift(r: u32, k: u64) -> u32 {
     let p =
         _mm_clmulepi64_si128::<0x00>(_mm_cvtsi64_si128(i64::from(r)), _mm_cvtsi64_si128(k as i64));
     _mm_crc32_u64(0, _mm_cvtsi128_si64(p) as u64) as u32
