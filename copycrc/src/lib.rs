@@ -84,12 +84,7 @@ pub fn fuses_copy() -> bool {
 /// # Panics
 /// If `dst` is shorter than `src`.
 pub fn copy_crc32c_streams(crc: u32, src: &[u8], dst: &mut [u8]) -> Option<u32> {
-    assert!(
-        dst.len() >= src.len(),
-        "copy_crc32c: destination of {} bytes for {} bytes",
-        dst.len(),
-        src.len()
-    );
+    check_room(src, dst);
     #[cfg(target_arch = "x86_64")]
     if sse42::available() {
         // SAFETY: the features were detected; src is valid for reads and dst for writes of
@@ -99,6 +94,19 @@ pub fn copy_crc32c_streams(crc: u32, src: &[u8], dst: &mut [u8]) -> Option<u32> 
         );
     }
     None
+}
+
+/// The copying forms' precondition: `dst` holds at least `src` (panics otherwise, as
+/// `copy_from_slice` does).
+#[inline]
+#[track_caller]
+fn check_room(src: &[u8], dst: &[u8]) {
+    assert!(
+        dst.len() >= src.len(),
+        "copy_crc32c: destination of {} bytes for {} bytes",
+        dst.len(),
+        src.len()
+    );
 }
 
 /// Continue a CRC32c: `crc32c_append(crc32c_append(0, a), b)` is the CRC32c of `a ++ b`
@@ -127,12 +135,7 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
 /// If `dst` is shorter than `src` (as `copy_from_slice` does).
 #[inline]
 pub fn copy_crc32c(crc: u32, src: &[u8], dst: &mut [u8]) -> u32 {
-    assert!(
-        dst.len() >= src.len(),
-        "copy_crc32c: destination of {} bytes for {} bytes",
-        dst.len(),
-        src.len()
-    );
+    check_room(src, dst);
     // SAFETY: src is valid for reads and dst for writes of src.len() bytes (checked above);
     // a `&[u8]` and a `&mut [u8]` cannot overlap.
     unsafe { copy_crc32c_raw(crc, src.as_ptr(), dst.as_mut_ptr(), src.len()) }
