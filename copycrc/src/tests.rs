@@ -92,6 +92,10 @@ fn reports_the_path() {
             && std::is_x86_feature_detected!("pclmulqdq")
             && std::is_x86_feature_detected!("sse4.2");
         assert_eq!(accelerated(), want);
+        let streams =
+            std::is_x86_feature_detected!("sse4.2") && std::is_x86_feature_detected!("pclmulqdq");
+        assert_eq!(fuses_copy(), want || streams);
+        assert_eq!(copy_crc32c_streams(0, &[], &mut []).is_some(), streams);
     }
 }
 
@@ -172,6 +176,124 @@ fn the_short_kernel_matches_the_reference() {
                     // SAFETY: the features were detected; d is valid for reads of its length.
                     let got = unsafe { sse42::crc(!crc, d.as_ptr(), d.len()) } ^ !0;
                     assert_eq!(got, ::crc32c::crc32c_append(crc, d), "len {len} off {off}");
+                }
+            }
+        }
+    }
+}
+
+/// A small deterministic generator for the split tests (xorshift64*).
+struct Rand(u64);
+
+impl Rand {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform enough in `0..n` for test inputs.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A message cut at random points into pieces of 0 bytes to past the stream kernel's 12 KiB
+/// chunks, each piece continued from the previous piece's CRC, with the source and the
+/// destination misaligned independently: every entry point gives the CRC of the whole, and
+/// the copies give the message, nothing written around it.
+#[test]
+fn random_pieces_misaligned_give_the_whole() {
+    let buf = data(40_000 + 128, 7);
+    let streams = copy_crc32c_streams(0, &[], &mut []).is_some();
+    let mut rng = Rand(0x9e37_79b9_7f4a_7c15);
+    for round in 0..300 {
+        let len = match round % 3 {
+            0 => rng.below(300),
+            1 => rng.below(3000),
+            _ => rng.below(40_000),
+        };
+        let (so, dof) = (rng.below(64), rng.below(64));
+        let msg = &buf[so..so + len];
+        let crc0 = [0u32, !0, rng.next() as u32][round % 3];
+        let want = ::crc32c::crc32c_append(crc0, msg);
+        let mut out = vec![0xa5u8; len + 128];
+        let mut outs = out.clone();
+        let (mut c, mut cc, mut cs, mut at) = (crc0, crc0, crc0, 0);
+        while at < len {
+            // Pieces mostly short (headers, pads, a TCP segment's share), sometimes long.
+            let max = [8, 64, 1500, 13_000][rng.below(4)];
+            let n = rng.below(max + 1).min(len - at);
+            let piece = &msg[at..at + n];
+            c = crc32c_append(c, piece);
+            let d = &mut out[dof + at..];
+            cc = copy_crc32c(cc, piece, d);
+            if streams {
+                let d = &mut outs[dof + at..];
+                cs = copy_crc32c_streams(cs, piece, d).unwrap();
+            }
+            at += n;
+        }
+        let what = format!("round {round} len {len} src +{so} dst +{dof} crc {crc0:#x}");
+        assert_eq!(c, want, "crc32c_append: {what}");
+        assert_eq!(cc, want, "copy_crc32c: {what}");
+        assert_eq!(&out[dof..dof + len], msg, "copy_crc32c's bytes: {what}");
+        assert!(
+            out[..dof]
+                .iter()
+                .chain(&out[dof + len..])
+                .all(|&b| b == 0xa5),
+            "{what}"
+        );
+        if streams {
+            assert_eq!(cs, want, "copy_crc32c_streams: {what}");
+            assert_eq!(&outs[dof..dof + len], msg, "the streams' bytes: {what}");
+            assert!(
+                outs[..dof]
+                    .iter()
+                    .chain(&outs[dof + len..])
+                    .all(|&b| b == 0xa5),
+                "{what}"
+            );
+        }
+    }
+}
+
+/// Every length to a few of the stream kernel's 48-byte steps, with the source and the
+/// destination at every offset modulo 16 independently.
+#[test]
+fn short_copies_at_every_alignment() {
+    let buf = data(256 + 32, 8);
+    let streams = copy_crc32c_streams(0, &[], &mut []).is_some();
+    for len in 0..=200 {
+        for so in 0..16 {
+            for dof in 0..16 {
+                let d = &buf[so..so + len];
+                let want = ::crc32c::crc32c_append(0x0bad_cafe, d);
+                let mut out = vec![0x5au8; len + 32];
+                assert_eq!(
+                    copy_crc32c(0x0bad_cafe, d, &mut out[dof..]),
+                    want,
+                    "{len} {so} {dof}"
+                );
+                assert_eq!(&out[dof..dof + len], d);
+                assert!(
+                    out[..dof]
+                        .iter()
+                        .chain(&out[dof + len..])
+                        .all(|&b| b == 0x5a)
+                );
+                if streams {
+                    let mut out = vec![0x5au8; len + 32];
+                    let got = copy_crc32c_streams(0x0bad_cafe, d, &mut out[dof..]);
+                    assert_eq!(got, Some(want), "streams {len} {so} {dof}");
+                    assert_eq!(&out[dof..dof + len], d);
+                    assert!(
+                        out[..dof]
+                            .iter()
+                            .chain(&out[dof + len..])
+                            .all(|&b| b == 0x5a)
+                    );
                 }
             }
         }
