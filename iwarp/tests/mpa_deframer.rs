@@ -683,6 +683,31 @@ fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
     assert_eq!(d.peek_whole_unchecked(&plain).unwrap().unchecked, None);
 }
 
+/// `UncheckedCrc::start_with` (the length field and the ULPDU's first octets in one CRC call)
+/// is `start` continued over those octets, whether they fit its stack buffer or not, and the
+/// rest of the ULPDU then checks.
+#[test]
+fn start_with_is_start_continued_over_the_head() {
+    let (msgs, stream, _, cfg) = crc_stream(79, 4);
+    let d = Deframer::new(cfg);
+    let mut off = 0;
+    for m in &msgs {
+        let w = d.peek_whole_unchecked(&stream[off..]).expect("whole FPDU");
+        assert_eq!(w.ulpdu, &m[..]);
+        let u = w.unchecked.expect("CRC parts");
+        for k in 0..=w.ulpdu.len().min(64) {
+            let (head, rest) = w.ulpdu.split_at(k);
+            let mut want = u.start();
+            want.update(head);
+            let mut c = u.start_with(head);
+            assert_eq!(c, want, "head of {k} octets");
+            c.update(rest);
+            assert_eq!(u.check(c), Ok(()), "head of {k} octets");
+        }
+        off += w.len;
+    }
+}
+
 #[test]
 fn whole_fpdu_fast_path_declines_what_it_cannot_vouch_for() {
     let (msgs, stream, _, cfg) = crc_stream(77, 3);
