@@ -15,8 +15,8 @@
 //! `crc32` streams (each word loaded once, stored and hashed from the register) and short
 //! inputs take one `crc32` stream without set-up; longer CRCs without a copy go to the `crc32c`
 //! crate. Without those either, a copy and then the `crc32c` crate's CRC. [`accelerated`] and
-//! [`fuses_copy`] say which path runs. Callers that choose between implementations by calibration (the
-//! `netcore::crc` facade) time this crate against the others.
+//! [`fuses_copy`] say which path runs. Callers that choose between implementations by
+//! calibration (the `netcore::crc` facade) time this crate against the others.
 //!
 //! This is the only crate of CPU kernels with `unsafe`: intrinsics need `#[target_feature]`
 //! functions, called only after the features were detected at run time, and raw loads and
@@ -50,8 +50,9 @@ fn probed(flag: &std::sync::atomic::AtomicU8, probe: impl FnOnce() -> bool) -> b
 /// not run (the data path's MPA length fields, DDP headers and pads).
 const SHORT: usize = 64;
 
-/// Whether the folding kernels run on this CPU (AVX-512F, VPCLMULQDQ, PCLMULQDQ, SSE4.2);
-/// otherwise the functions of this crate fall back to the `crc32c` crate. Detected once.
+/// Whether the folding kernels run on this CPU (AVX-512F/VL, VPCLMULQDQ, PCLMULQDQ, SSE4.2);
+/// otherwise the functions of this crate take the `crc32` streams where [`fuses_copy`] says
+/// so, and the `crc32c` crate for the rest. Detected once.
 pub fn accelerated() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -132,7 +132,8 @@ pub(crate) fn shift(r: u32, k: u64) -> u32 {
 /// them with `COPY` (also the tail of `fold`'s kernels).
 ///
 /// # Safety
-/// `[at, len)` lies inside the source range and, with `COPY`, the destination range.
+/// SSE4.2 is available; `[at, len)` lies inside the source range and, with `COPY`, the
+/// destination range.
 #[inline]
 #[target_feature(enable = "sse4.2")]
 pub(crate) unsafe fn words<const COPY: bool>(

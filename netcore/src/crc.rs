@@ -317,7 +317,8 @@ pub mod candidates {
     pub fn crc_fast(data: &[u8]) -> u32 {
         CrcImpl::CrcFast.append(0, data)
     }
-    /// `copycrc` crate (512-bit VPCLMULQDQ folding).
+    /// `copycrc` crate (512-bit VPCLMULQDQ folding; without AVX-512, the `crc32c` crate for
+    /// CRCs of 64 bytes and more).
     pub fn copycrc(data: &[u8]) -> u32 {
         CrcImpl::CopyCrc.append(0, data)
     }
