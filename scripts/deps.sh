@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(dpdk dpdk-dev libdpdk-dev pkg-config libclang-dev clang iproute2 tshark tcpdump nftables ethtool
-      iperf3 iputils-ping fonts-dejavu-core)
+      iperf3 iputils-ping fonts-dejavu-core valgrind)
 
 missing=()
 for p in "${PKGS[@]}"; do
