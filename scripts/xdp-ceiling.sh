@@ -31,7 +31,8 @@
 # FPDUs at MTU 1500 (1428 B per frame).
 # Environment: ROUNDS, FIRST_ROUND (1: the first round's number, so that invocations into the
 # same OUT, interleaved with other benchmarks, add rounds; the summary takes every run in OUT),
-# NAPIS, SIZES, GEN (testpmd|xsk), RATES, SECS, WARM, DESC (1024), BURST (32), RUN_TIMEOUT, OUT
+# NAPIS, SIZES, GEN (testpmd|xsk), RATES, SINKS (testpmd; xsk: scripts/xsk-rxsink.c, frames given
+# back untouched; xsk-touch: the same, each frame copied out first as our placement does), SECS, WARM, DESC (1024), BURST (32), RUN_TIMEOUT, OUT
 # (results/xdp-ceiling-<date>), LOAD_MAX/LOAD_WAIT (as bench-rdma.sh), PROFILE (any value:
 # `perf record -a -g` over the measured window of every run, kept as perf.data in its directory).
 # Run as root, under the e2e lock: `flock /tmp/iwarp-e2e.lock scripts/xdp-ceiling.sh`.
@@ -49,15 +50,20 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-30}
 GEN=${GEN:-testpmd}
 RATES=${RATES:-0}
 [[ $GEN == xsk ]] || RATES=0
+SINKS=${SINKS:-testpmd}
 OUT=${OUT:-results/xdp-ceiling-$(date +%Y%m%d-%H%M)}
 [[ $(id -u) -eq 0 ]] || { echo "xdp-ceiling: run as root"; exit 1; }
 command -v dpdk-testpmd > /dev/null || { echo "xdp-ceiling: dpdk-testpmd missing (apt-get install dpdk)"; exit 1; }
-TXGEN=""
-if [[ $GEN == xsk ]]; then # the paced generator, built here
-    TXGEN=$(mktemp /tmp/xsk-txgen.XXXXXX)
-    cc -O2 -o "$TXGEN" scripts/xsk-txgen.c -lxdp -lbpf \
-        || { echo "xdp-ceiling: cannot build scripts/xsk-txgen.c (libxdp-dev, libbpf-dev: libdpdk-dev of scripts/deps.sh pulls them in)"; exit 1; }
-fi
+TXGEN="" RXSINK=""
+build() { # source: the binary's path on stdout
+    local b
+    b=$(mktemp "/tmp/$(basename "$1" .c).XXXXXX")
+    cc -O2 -o "$b" "$1" -lxdp -lbpf \
+        || { echo "xdp-ceiling: cannot build $1 (libxdp-dev, libbpf-dev: libdpdk-dev of scripts/deps.sh pulls them in)" >&2; rm -f "$b"; return 1; }
+    echo "$b"
+}
+[[ $GEN != xsk ]] || TXGEN=$(build scripts/xsk-txgen.c) # the paced generator
+[[ " $SINKS " != *" xsk"* ]] || RXSINK=$(build scripts/xsk-rxsink.c)
 mkdir -p "$OUT"; OUT=$(realpath "$OUT")
 NA=iwxca$$ NB=iwxcb$$ VA=xca$$ VB=xcb$$
 pids=()
@@ -68,7 +74,7 @@ cleanup() {
     pids=()
     ip netns del "$NA" 2> /dev/null || true; ip netns del "$NB" 2> /dev/null || true
     rm -rf /var/run/dpdk/iwxc-rx-$$ /var/run/dpdk/iwxc-tx-$$
-    [[ -z $TXGEN ]] || rm -f "$TXGEN"
+    rm -f "$TXGEN" "$RXSINK"
 }
 trap cleanup EXIT
 { lscpu | grep -E "Model name|CPU family|^Model:|^CPU\(s\)"; uptime; uname -r; dpdk-testpmd -v 2>&1 | grep -m1 -o "DPDK [0-9.]*" || true
@@ -105,8 +111,8 @@ testpmd() { # netns veth cpu prefix mode size log
         --burst="$BURST" --total-num-mbufs=16384 --record-core-cycles --auto-start --stats-period 1 \
         > "$7" 2>&1 &
 }
-run() { # napi size rate dir
-    local napi=$1 size=$2 rate=$3 d=$4 rx tx prof=""
+run() { # napi size rate sink dir
+    local napi=$1 size=$2 rate=$3 sink=$4 d=$5 rx tx prof=""
     mkdir -p "$d"
     ip netns add "$NA"; ip netns add "$NB"
     ip link add "$VA" type veth peer name "$VB"
@@ -118,8 +124,14 @@ run() { # napi size rate dir
         ip netns exec "$NA" sh -c "echo 1 > /sys/class/net/$VA/threaded"
         ip netns exec "$NA" ethtool -K "$VA" gro off
     fi
-    testpmd "$NA" "$VA" 0 "iwxc-rx-$$" rxonly "$size" "$d/rx.log"; rx=$!; pids+=("$rx")
-    for _ in $(seq 100); do grep -q "Port 0: " "$d/rx.log" 2> /dev/null && ip -n "$NA" -d link show "$VA" | grep -q "prog/xdp" && break; sleep 0.1; done
+    if [[ $sink == testpmd ]]; then
+        testpmd "$NA" "$VA" 0 "iwxc-rx-$$" rxonly "$size" "$d/rx.log"
+    else # xsk: frames given back untouched; xsk-touch: each copied out first, as our placement does
+        ip netns exec "$NA" taskset -c 0 timeout -k 5 "$RUN_TIMEOUT" "$RXSINK" "$VA" $((WARM + SECS + 3)) \
+            "$([[ $sink == xsk-touch ]] && echo 1 || echo 0)" "$DESC" > "$d/rx.log" 2>&1 &
+    fi
+    rx=$!; pids+=("$rx")
+    for _ in $(seq 100); do grep -qE "Port 0: |xsk-rxsink ready" "$d/rx.log" 2> /dev/null && ip -n "$NA" -d link show "$VA" | grep -q "prog/xdp" && break; sleep 0.1; done
     ip -n "$NA" -d link show "$VA" > "$d/xdp-mode.txt"
     [[ $napi != threaded ]] || pin_napi "$VA" 0 >> "$d/xdp-mode.txt"
     if [[ $GEN == xsk ]]; then
@@ -140,14 +152,15 @@ run() { # napi size rate dir
     [[ -z $prof ]] || { wait "$prof" || true; }
     [[ $GEN == xsk ]] || kill -INT "$tx" 2> /dev/null || true
     wait "$tx" || true
-    kill -INT "$rx" 2> /dev/null || true; wait "$rx" || true
+    [[ $sink != testpmd ]] || kill -INT "$rx" 2> /dev/null || true
+    wait "$rx" || true
     pids=()
     ip netns del "$NA"; ip netns del "$NB"
     rm -rf /var/run/dpdk/iwxc-rx-$$ /var/run/dpdk/iwxc-tx-$$
 }
 set_r() { # round: the configurations, reversed every other round
-    local c=() n s p
-    for n in $NAPIS; do for s in $SIZES; do for p in $RATES; do c+=("$n/$s/$p"); done; done; done
+    local c=() n s p k
+    for n in $NAPIS; do for s in $SIZES; do for p in $RATES; do for k in $SINKS; do c+=("$n/$s/$p/$k"); done; done; done; done
     if (( $1 % 2 == 0 )); then
         local i j t
         for ((i = 0, j = ${#c[@]} - 1; i < j; i++, j--)); do t=${c[i]}; c[i]=${c[j]}; c[j]=$t; done
@@ -157,9 +170,10 @@ set_r() { # round: the configurations, reversed every other round
 for r in $(seq "$FIRST_ROUND" $((FIRST_ROUND + ROUNDS - 1))); do
     quiet "round $r"
     for c in $(set_r "$r"); do
-        IFS=/ read -r napi size rate <<< "$c"
+        IFS=/ read -r napi size rate sink <<< "$c"
         name=$napi-$size; [[ $GEN != xsk ]] || name=$name-xsk$rate
-        run "$napi" "$size" "$rate" "$OUT/$name.r$r"
+        [[ $sink == testpmd ]] || name=$name-sink-$sink
+        run "$napi" "$size" "$rate" "$sink" "$OUT/$name.r$r"
         echo "$name r$r: $(python3 - "$OUT/$name.r$r" <<'PY'
 import sys
 def rd(p):
