@@ -684,8 +684,8 @@ fn unchecked_whole_fpdu_carries_what_its_crc_check_needs() {
 }
 
 /// `UncheckedCrc::start_with` (the length field and the ULPDU's first octets in one CRC call)
-/// is `start` continued over those octets, whether they fit its stack buffer or not, and the
-/// rest of the ULPDU then checks.
+/// is `start` continued over those octets, for heads of 0 to 64 octets hashed where they lie in
+/// the input, and the rest of the ULPDU then checks.
 #[test]
 fn start_with_is_start_continued_over_the_head() {
     let (msgs, stream, _, cfg) = crc_stream(79, 4);
@@ -703,6 +703,30 @@ fn start_with_is_start_continued_over_the_head() {
             assert_eq!(c, want, "head of {k} octets");
             c.update(rest);
             assert_eq!(u.check(c), Ok(()), "head of {k} octets");
+        }
+        off += w.len;
+    }
+}
+
+/// `start_with` over a copy of the ULPDU's first octets (not where they lie in the input, its
+/// `covered` octets) gives the same CRC, by two calls.
+#[test]
+fn start_with_a_copy_of_the_head_is_the_same() {
+    let (msgs, stream, _, cfg) = crc_stream(80, 4);
+    let d = Deframer::new(cfg);
+    let mut off = 0;
+    for m in &msgs {
+        let w = d.peek_whole_unchecked(&stream[off..]).expect("whole FPDU");
+        let u = w.unchecked.expect("CRC parts");
+        assert_eq!(u.covered.get(2..2 + m.len()), Some(&m[..]));
+        for n in [0, 1, 14, 18, m.len()] {
+            let n = n.min(m.len());
+            let copy = w.ulpdu[..n].to_vec();
+            assert_eq!(
+                u.start_with(&copy),
+                u.start_with(&w.ulpdu[..n]),
+                "{n} octets"
+            );
         }
         off += w.len;
     }

@@ -108,6 +108,9 @@ pub struct WholeFpdu<'a> {
 pub struct UncheckedCrc<'a> {
     /// The ULPDU_LENGTH field, the first octets the CRC covers.
     pub len_field: [u8; LEN_FIELD],
+    /// The octets the CRC covers, in the caller's input: the ULPDU_LENGTH field, the ULPDU
+    /// and the pad.
+    pub covered: &'a [u8],
     /// The pad after the ULPDU (0 to 3 octets), the last octets it covers.
     pub pad: &'a [u8],
     /// The CRC field's value.
@@ -122,20 +125,19 @@ impl UncheckedCrc<'_> {
         c
     }
 
-    /// [`UncheckedCrc::start`] continued over `head`, the ULPDU's first octets, in one call
-    /// when they fit a small buffer: the length field and a DDP header are 16 contiguous
-    /// octets of the stream, and each call of a CRC implementation has a set-up cost.
+    /// [`UncheckedCrc::start`] continued over `head`, the ULPDU's first octets, in one call:
+    /// the length field and a DDP header are 16 contiguous octets of the stream, and each
+    /// call of a CRC implementation has a set-up cost. Hashed where they lie in the input
+    /// ([`UncheckedCrc::covered`]) when `head` is the ULPDU's start there: a copy of them to
+    /// the stack (as before) was read back by loads spanning two stores, which the CPU cannot
+    /// forward, so each FPDU waited for its store buffer (the previous FPDU's placement) to
+    /// drain, ~13 ns on an Intel Xeon (BENCHMARKS.md §4).
     pub fn start_with(&self, head: &[u8]) -> Crc32c {
-        let mut b = [0u8; 32];
         let n = LEN_FIELD + head.len();
         let mut c = Crc32c::new();
-        match b.get_mut(LEN_FIELD..n) {
-            Some(t) => {
-                t.copy_from_slice(head);
-                b[..LEN_FIELD].copy_from_slice(&self.len_field);
-                c.update(&b[..n]);
-            }
-            None => {
+        match (self.covered.get(..n), self.covered.get(LEN_FIELD..n)) {
+            (Some(both), Some(h)) if std::ptr::eq(h, head) => c.update(both),
+            _ => {
                 c.update(&self.len_field);
                 c.update(head);
             }
@@ -349,6 +351,7 @@ impl Deframer {
         let unchecked = match self.cfg.crc {
             true => Some(UncheckedCrc {
                 len_field: [hi, lo],
+                covered: body,
                 pad: body.get(LEN_FIELD + n..)?,
                 received: crc_from_wire(*crc.first_chunk::<CRC_LEN>()?),
             }),
