@@ -30,20 +30,28 @@ pub mod poly;
 mod sse42;
 
 /// A CPU probe's answer, cached in `flag` (0: not probed yet; 1: no; 2: yes): `probe` runs
-/// at most once per flag, give or take a race between first callers, which agree.
+/// at most once per flag, give or take a race between first callers, which agree. The
+/// cached answer is read inline (every copy and CRC asks); the probe is out of line.
 #[cfg(target_arch = "x86_64")]
-#[inline]
+#[inline(always)]
 fn probed(flag: &std::sync::atomic::AtomicU8, probe: impl FnOnce() -> bool) -> bool {
     use std::sync::atomic::Ordering;
     match flag.load(Ordering::Relaxed) {
         2 => true,
         1 => false,
-        _ => {
-            let yes = probe();
-            flag.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
+        _ => probe_now(flag, probe),
     }
+}
+
+/// [`probed`]'s first call: run `probe`, cache its answer.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+fn probe_now(flag: &std::sync::atomic::AtomicU8, probe: impl FnOnce() -> bool) -> bool {
+    use std::sync::atomic::Ordering;
+    let yes = probe();
+    flag.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+    yes
 }
 
 /// Inputs shorter than this go to the short single-stream kernel where the folding kernels do
