@@ -11,26 +11,7 @@
 //
 // Build: cc -O2 -o xsk-rxsink scripts/xsk-rxsink.c -lxdp -lbpf
 // Usage: xsk-rxsink IFACE SECS TOUCH [RING]
-#include <errno.h>
-#include <linux/if_xdp.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <xdp/xsk.h>
-
-#define NFRAMES 4096
-#define FSIZE 2048
-#define BURST 32
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "xsk-common.h"
 
 static uint8_t region[65536];
 
@@ -47,30 +28,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "xsk-rxsink: SECS > 0, RING 64..%d\n", NFRAMES / 2);
         return 2;
     }
-    void *area = mmap(NULL, (size_t)NFRAMES * FSIZE, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (area == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
     struct xsk_ring_prod fq;
     struct xsk_ring_cons cq, rx;
     struct xsk_umem *umem;
-    struct xsk_umem_config ucfg = {.fill_size = ring * 2, .comp_size = ring, .frame_size = FSIZE,
-                                   .frame_headroom = 0, .flags = 0};
-    int err = xsk_umem__create(&umem, area, (uint64_t)NFRAMES * FSIZE, &fq, &cq, &ucfg);
-    if (err) {
-        fprintf(stderr, "xsk_umem__create: %s\n", strerror(-err));
-        return 1;
-    }
-    struct xsk_socket *xsk;
+    void *area = umem_open(&umem, &fq, &cq, ring * 2, ring);
+    if (!area) return 1;
     struct xsk_socket_config cfg = {.rx_size = ring, .tx_size = 0, .libxdp_flags = 0,
                                     .xdp_flags = 0, .bind_flags = XDP_COPY};
-    err = xsk_socket__create(&xsk, ifname, 0, umem, &rx, NULL, &cfg);
-    if (err) {
-        fprintf(stderr, "xsk_socket__create: %s\n", strerror(-err));
-        return 1;
-    }
+    struct xsk_socket *xsk = xsk_open(ifname, umem, &rx, NULL, &cfg);
+    if (!xsk) return 1;
     uint32_t idx;
     unsigned nfill = ring * 2;
     if (xsk_ring_prod__reserve(&fq, nfill, &idx) != nfill) {

@@ -14,26 +14,7 @@
 // Build: cc -O2 -o xsk-txgen scripts/xsk-txgen.c -lxdp -lbpf   (Debian: libxdp-dev and libbpf-dev,
 // which libdpdk-dev pulls in; scripts/xdp-ceiling.sh builds it with GEN=xsk)
 // Usage: xsk-txgen IFACE FRAME PPS SECS [RING]
-#include <errno.h>
-#include <linux/if_xdp.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <xdp/xsk.h>
-
-#define NFRAMES 4096
-#define FSIZE 2048
-#define BURST 32
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "xsk-common.h"
 
 int main(int argc, char **argv) {
     if (argc < 5) {
@@ -48,12 +29,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "xsk-txgen: FRAME 60..1514, SECS > 0, RING 64..%d\n", NFRAMES);
         return 2;
     }
-    void *area = mmap(NULL, (size_t)NFRAMES * FSIZE, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (area == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
+    struct xsk_ring_prod fq, tx;
+    struct xsk_ring_cons cq;
+    struct xsk_umem *umem;
+    void *area = umem_open(&umem, &fq, &cq, ring, ring);
+    if (!area) return 1;
     // Every frame the same: broadcast, a local experimental EtherType (the sink's XDP program
     // redirects every frame of the queue to its socket, whatever it carries).
     for (unsigned i = 0; i < NFRAMES; i++) {
@@ -62,25 +42,11 @@ int main(int argc, char **argv) {
         memcpy(f + 6, "\x02\x00\x00\x00\x00\x01\x88\xb5", 8);
         for (unsigned j = 14; j < frame; j++) f[j] = (uint8_t)j;
     }
-    struct xsk_ring_prod fq, tx;
-    struct xsk_ring_cons cq;
-    struct xsk_umem *umem;
-    struct xsk_umem_config ucfg = {.fill_size = ring, .comp_size = ring, .frame_size = FSIZE,
-                                   .frame_headroom = 0, .flags = 0};
-    int err = xsk_umem__create(&umem, area, (uint64_t)NFRAMES * FSIZE, &fq, &cq, &ucfg);
-    if (err) {
-        fprintf(stderr, "xsk_umem__create: %s\n", strerror(-err));
-        return 1;
-    }
-    struct xsk_socket *xsk;
     struct xsk_socket_config cfg = {.rx_size = 0, .tx_size = ring,
                                     .libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
                                     .xdp_flags = 0, .bind_flags = XDP_COPY | XDP_USE_NEED_WAKEUP};
-    err = xsk_socket__create(&xsk, ifname, 0, umem, NULL, &tx, &cfg);
-    if (err) {
-        fprintf(stderr, "xsk_socket__create: %s\n", strerror(-err));
-        return 1;
-    }
+    struct xsk_socket *xsk = xsk_open(ifname, umem, NULL, &tx, &cfg);
+    if (!xsk) return 1;
     int fd = xsk_socket__fd(xsk);
     uint64_t freel[NFRAMES];
     unsigned nfree = 0;

@@ -237,23 +237,15 @@ fn random_pieces_misaligned_give_the_whole() {
         let what = format!("round {round} len {len} src +{so} dst +{dof} crc {crc0:#x}");
         assert_eq!(c, want, "crc32c_append: {what}");
         assert_eq!(cc, want, "copy_crc32c: {what}");
-        assert_eq!(&out[dof..dof + len], msg, "copy_crc32c's bytes: {what}");
-        assert!(
-            out[..dof]
-                .iter()
-                .chain(&out[dof + len..])
-                .all(|&b| b == 0xa5),
-            "{what}"
-        );
+        assert_copied(&out, dof, msg, 0xa5, &format!("copy_crc32c: {what}"));
         if streams {
             assert_eq!(cs, want, "copy_crc32c_streams: {what}");
-            assert_eq!(&outs[dof..dof + len], msg, "the streams' bytes: {what}");
-            assert!(
-                outs[..dof]
-                    .iter()
-                    .chain(&outs[dof + len..])
-                    .all(|&b| b == 0xa5),
-                "{what}"
+            assert_copied(
+                &outs,
+                dof,
+                msg,
+                0xa5,
+                &format!("copy_crc32c_streams: {what}"),
             );
         }
     }
@@ -276,26 +268,24 @@ fn short_copies_at_every_alignment() {
                     want,
                     "{len} {so} {dof}"
                 );
-                assert_eq!(&out[dof..dof + len], d);
-                assert!(
-                    out[..dof]
-                        .iter()
-                        .chain(&out[dof + len..])
-                        .all(|&b| b == 0x5a)
-                );
+                assert_copied(&out, dof, d, 0x5a, &format!("{len} {so} {dof}"));
                 if streams {
                     let mut out = vec![0x5au8; len + 32];
                     let got = copy_crc32c_streams(0x0bad_cafe, d, &mut out[dof..]);
                     assert_eq!(got, Some(want), "streams {len} {so} {dof}");
-                    assert_eq!(&out[dof..dof + len], d);
-                    assert!(
-                        out[..dof]
-                            .iter()
-                            .chain(&out[dof + len..])
-                            .all(|&b| b == 0x5a)
-                    );
+                    assert_copied(&out, dof, d, 0x5a, &format!("streams {len} {so} {dof}"));
                 }
             }
         }
     }
+}
+
+/// `out` holds `msg` at `at` and, around it, only the `fill` it was made of.
+fn assert_copied(out: &[u8], at: usize, msg: &[u8], fill: u8, what: &str) {
+    assert_eq!(&out[at..at + msg.len()], msg, "the copy's bytes: {what}");
+    let mut around = out[..at].iter().chain(&out[at + msg.len()..]);
+    assert!(
+        around.all(|&b| b == fill),
+        "written around the copy: {what}"
+    );
 }
