@@ -125,16 +125,17 @@ fn every_operation_between_two_daemons() {
     let dir = TempDir::new("e2e-ops");
     let (a, b) = daemons(&dir, "");
     crc_off_on_markers(&dir, &a.spec, &b.spec, &[&a.proc, &b.proc]);
-    // The daemons counted the bytes and freed every client resource. A client that has left
-    // may already be freed: its counters then live on in [freed_clients].
+    // The daemons freed every client resource and counted the bytes. A QP's counts reach its
+    // client when the QP is released, after its process has left, so they are read once
+    // everything is freed: the client's counters then live on in [freed_clients].
+    all_freed(&a);
+    all_freed(&b);
     let sa = a.stats();
     let sum = |key| {
         common::counter_sum(&sa, "client.", key) + common::counter_sum(&sa, "freed_clients", key)
     };
     assert!(sum("bytes_placed") > 3 * (4 * (8 << 20)), "{sa}");
     assert_eq!(sum("crc_errors"), 0, "{sa}");
-    all_freed(&a);
-    all_freed(&b);
     a.stop();
     b.stop();
 }
