@@ -87,6 +87,97 @@ pub fn run_with(cfg: &Config, opts: &RunOptions) -> Result<i32> {
 
 fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     let nq = u16::try_from(cfg.dataplane.cores.len()).context("too many cores")?;
+    let (pool, port) = start_port(cfg, eal, nq)?;
+    let memif_socket = memif_socket_path(&cfg.port.device);
+    let iface = iface_config(cfg, &port)?;
+    say(opts, &port_line(cfg, &port, nq));
+    let ping = ping_request(cfg)?;
+    // The control plane's seam to the dataplane threads (docs/rdma-seams.md).
+    let (engine, rdma_setups) = rdma_engine(cfg)?;
+    // One clock for every thread: one origin, so Instants agree across threads.
+    let clock = TscClock::new(eal);
+    let setups = lcore_setups(cfg, &port, &iface, ping, clock, &rdma_setups, nq);
+    let queues = (0..nq)
+        .map(|q| port.queue(q))
+        .collect::<Result<Vec<_>, _>>()
+        .context("queues")?;
+    let shared: Vec<SharedLcoreStats> =
+        setups.iter().map(|_| SharedLcoreStats::default()).collect();
+
+    let engine = Arc::new(engine);
+    let server = start_control(cfg, opts, eal, &port, &engine)?;
+    // Embedded: each dataplane loop can be stepped by the application too.
+    let pumps: Vec<Arc<Pump>> = setups
+        .iter()
+        .filter(|_| opts.embedded.is_some())
+        .map(|s| {
+            Arc::new(Pump::new(
+                s.clock,
+                cfg.dataplane.cores.get(s.index).copied(),
+            ))
+        })
+        .collect();
+    if let Some(cb) = &opts.embedded {
+        cb(server.clone(), pumps.clone());
+    }
+
+    let started = WallClock::now();
+    let mut port_peak = PortStats::default();
+    let threads = Threads {
+        cfg,
+        eal,
+        pool: &pool,
+        setups: &setups,
+        shared: &shared,
+        pumps: &pumps,
+    };
+    let reports = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
+        let handles = threads.spawn(s, queues)?;
+        control_loop(
+            cfg,
+            &port,
+            &shared,
+            started,
+            &mut port_peak,
+            &server,
+            &engine,
+        );
+        server.stop();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("dataplane thread panicked"))?
+            })
+            .collect()
+    })?;
+
+    let mut report = render_all(
+        &port,
+        &reports,
+        started.elapsed().as_secs_f64(),
+        &mut port_peak,
+    );
+    report.push_str(&control_stats(&server));
+    dataplane::rdma::stats::render(&engine.qp_stats(), &mut report);
+    say(opts, &report);
+    let status = exit_status(cfg, &reports, ping.as_ref());
+    if let Some(file) = &cfg.stats.file {
+        let _ = write_atomically(file, &report);
+    }
+    engine.mem.clear_dma();
+    drop(port);
+    drop(pool);
+    if let Some(sock) = memif_socket
+        && std::path::Path::new(&sock).exists()
+    {
+        let _ = std::fs::remove_file(&sock);
+    }
+    Ok(status)
+}
+
+/// The mbuf pool and the started port, `nq` queue pairs.
+fn start_port(cfg: &Config, eal: &Eal, nq: u16) -> Result<(Mempool, Port)> {
     // One frame per mbuf at the configured MTU (jumbo frames included): receive and transmit
     // need no chains on the normal path.
     let data_room = data_room_for_mtu(cfg.port.mtu);
@@ -116,53 +207,57 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     if !port.info().mtu_set {
         check_kernel_mtu(&cfg.port.device, cfg.port.mtu);
     }
-    let memif_socket = memif_socket_path(&cfg.port.device);
+    Ok((pool, port))
+}
 
+/// The interface's addresses from `[port]`, the MAC from the port.
+fn iface_config(cfg: &Config, port: &Port) -> Result<IfaceConfig> {
     let cidr = parse_cidr(&cfg.port.ip).context("port.ip")?;
     let gateway = cfg
         .port
         .gateway
         .as_deref()
         .map(|g| g.parse::<Ipv4Addr>())
-        .transpose()?;
-    let iface = IfaceConfig {
+        .transpose()
+        .context("port.gateway")?;
+    Ok(IfaceConfig {
         gateway: gateway.map(|g| g.octets()),
         mtu: cfg.port.mtu,
         ..IfaceConfig::new(port.info().mac, cidr.addr.octets(), cidr.prefix)
-    };
-    say(
-        opts,
-        &format!(
-            "iwarpd: port {} ({}) mac {} ip {} mtu {} queues {} mode {}",
-            port.info().name,
-            port.info().driver,
-            fmt_mac(&port.info().mac),
-            cfg.port.ip,
-            cfg.port.mtu,
-            nq,
-            cfg.dataplane.mode
-        ),
-    );
-    let mode = if cfg.dataplane.mode == "echo" {
-        LoopMode::Echo
-    } else {
-        LoopMode::Stack
-    };
-    let ping = cfg.diag.ping.as_deref().map(|p| -> Result<PingRequest> {
-        Ok(PingRequest {
-            dst: p.parse::<Ipv4Addr>()?.octets(),
-            count: cfg.diag.ping_count,
-            size: cfg.diag.ping_size,
-            interval: Duration::from_millis(cfg.diag.ping_interval_ms),
-            exit_when_done: cfg.diag.exit_after_ping,
-        })
-    });
-    let ping = ping.transpose()?;
+    })
+}
 
-    let tcp_cfg = tcp_config(cfg);
-    let services = services(cfg);
-    // The control plane's seam to the dataplane threads (docs/rdma-seams.md).
-    let (engine, rdma_setups) = engine_channels(
+/// The bring-up line: port, driver, addresses, queues, loop mode.
+fn port_line(cfg: &Config, port: &Port, nq: u16) -> String {
+    format!(
+        "iwarpd: port {} ({}) mac {} ip {} mtu {} queues {} mode {}",
+        port.info().name,
+        port.info().driver,
+        fmt_mac(&port.info().mac),
+        cfg.port.ip,
+        cfg.port.mtu,
+        nq,
+        cfg.dataplane.mode
+    )
+}
+
+/// The diagnostic ping of `[diag]`, if any.
+fn ping_request(cfg: &Config) -> Result<Option<PingRequest>> {
+    let Some(p) = cfg.diag.ping.as_deref() else {
+        return Ok(None);
+    };
+    Ok(Some(PingRequest {
+        dst: p.parse::<Ipv4Addr>().context("diag.ping")?.octets(),
+        count: cfg.diag.ping_count,
+        size: cfg.diag.ping_size,
+        interval: Duration::from_millis(cfg.diag.ping_interval_ms),
+        exit_when_done: cfg.diag.exit_after_ping,
+    }))
+}
+
+/// The RDMA engine's handle and one setup per dataplane thread.
+fn rdma_engine(cfg: &Config) -> Result<(EngineHandle, Vec<dataplane::rdma::RdmaSetup>)> {
+    Ok(engine_channels(
         cfg.dataplane.cores.len(),
         MemTable::new(
             1 << 20,
@@ -177,22 +272,31 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             },
             ..EngineConfig::default()
         },
-    );
+    ))
+}
+
+/// One setup per dataplane thread (`dataplane.cores`).
+fn lcore_setups(
+    cfg: &Config,
+    port: &Port,
+    iface: &IfaceConfig,
+    ping: Option<PingRequest>,
+    clock: TscClock,
+    rdma: &[dataplane::rdma::RdmaSetup],
+    nq: u16,
+) -> Vec<LcoreSetup> {
+    let mode = if cfg.dataplane.mode == "echo" {
+        LoopMode::Echo
+    } else {
+        LoopMode::Stack
+    };
+    let tcp_cfg = tcp_config(cfg);
+    let services = services(cfg);
     let diag_rdma = diag_rdma_config(cfg);
-    // One clock for every thread: one origin, so Instants agree across threads.
-    let clock = TscClock::new(eal);
     // With several queues, ARP lands on one of them: every thread sees every ARP frame.
     let arp_bus = (nq > 1).then(|| ArpBus::new(usize::from(nq)));
-    let mut queues = (0..nq)
-        .map(|q| port.queue(q))
-        .collect::<Result<Vec<_>, _>>()
-        .context("queues")?;
-    let setups: Vec<LcoreSetup> = cfg
-        .dataplane
-        .cores
-        .iter()
-        .enumerate()
-        .map(|(i, _)| LcoreSetup {
+    (0..cfg.dataplane.cores.len())
+        .map(|i| LcoreSetup {
             index: i,
             clock,
             iface: iface.clone(),
@@ -215,7 +319,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             },
             exit_when_sent: cfg.diag.exit_after_send,
             secret: random_secret(),
-            rdma: rdma_setups.get(i).cloned(),
+            rdma: rdma.get(i).cloned(),
             // The sink listens on every thread (RSS puts a connection anywhere); the generator
             // runs on the first.
             arp_bus: arp_bus.clone(),
@@ -226,14 +330,18 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
                 d
             }),
         })
-        .collect();
-    let shared: Vec<SharedLcoreStats> =
-        setups.iter().map(|_| SharedLcoreStats::default()).collect();
-    let core_ids = core_affinity::get_core_ids().unwrap_or_default();
+        .collect()
+}
 
-    // The control plane: the engine seam, the service, the control socket (or, embedded, the
-    // in-process server handed to the application).
-    let engine = Arc::new(engine);
+/// The control plane: the engine seam, the service, the control socket (or, embedded, the
+/// in-process server handed to the application).
+fn start_control(
+    cfg: &Config,
+    opts: &RunOptions,
+    eal: &Eal,
+    port: &Port,
+    engine: &Arc<EngineHandle>,
+) -> Result<Arc<ControlServer>> {
     // Zero-copy transmit: a mapping is registered with DPDK (and DMA-mapped for PCI ports)
     // the first time payload goes out of it; without a registration payload is copied.
     let (dma_eal, dma_port) = (eal.clone(), port.clone());
@@ -250,34 +358,41 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
         let mode = cfg.control.mode().unwrap_or(0o660);
         (std::path::Path::new(&cfg.control.socket), mode)
     });
-    let server = Arc::new(
-        ControlServer::start(Arc::new(Mutex::new(service)), socket)
-            .with_context(|| format!("control socket {}", cfg.control.socket))?,
-    );
-    // Embedded: each dataplane loop can be stepped by the application too.
-    let pumps: Vec<Arc<Pump>> = setups
-        .iter()
-        .filter(|_| opts.embedded.is_some())
-        .map(|s| {
-            Arc::new(Pump::new(
-                s.clock,
-                cfg.dataplane.cores.get(s.index).copied(),
-            ))
-        })
-        .collect();
-    if let Some(cb) = &opts.embedded {
-        cb(server.clone(), pumps.clone());
-    }
+    let server = ControlServer::start(Arc::new(Mutex::new(service)), socket)
+        .with_context(|| format!("control socket {}", cfg.control.socket))?;
+    Ok(Arc::new(server))
+}
 
-    let started = WallClock::now();
-    let mut port_peak = PortStats::default();
-    let reports: Vec<LcoreReport> = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
+/// What the dataplane threads share with the thread that spawns them.
+struct Threads<'a> {
+    cfg: &'a Config,
+    eal: &'a Eal,
+    pool: &'a Mempool,
+    setups: &'a [LcoreSetup],
+    shared: &'a [SharedLcoreStats],
+    pumps: &'a [Arc<Pump>],
+}
+
+type LcoreHandle<'scope> = std::thread::ScopedJoinHandle<'scope, Result<LcoreReport>>;
+
+impl<'a> Threads<'a> {
+    /// One thread per queue, pinned to its core, registered with EAL, running its loop (or
+    /// its pump's, embedded) until a stop.
+    fn spawn<'scope>(
+        &self,
+        s: &'scope std::thread::Scope<'scope, '_>,
+        queues: Vec<dataplane::port::Queue>,
+    ) -> Result<Vec<LcoreHandle<'scope>>>
+    where
+        'a: 'scope,
+    {
+        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         let mut handles = Vec::new();
-        for ((setup, sh), queue) in setups.iter().zip(&shared).zip(queues.drain(..)) {
-            let pump = pumps.get(setup.index).cloned();
-            let core = cfg.dataplane.cores[setup.index];
+        for ((setup, sh), queue) in self.setups.iter().zip(self.shared).zip(queues) {
+            let pump = self.pumps.get(setup.index).cloned();
+            let core = self.cfg.dataplane.cores[setup.index];
             let core_id = core_ids.iter().find(|c| c.id == core).copied();
-            let pool = &pool;
+            let (eal, pool) = (self.eal, self.pool);
             let h = std::thread::Builder::new()
                 .name(format!("dp{}", setup.index))
                 .spawn_scoped(s, move || -> Result<LcoreReport> {
@@ -303,35 +418,13 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
                 .context("spawn dataplane thread")?;
             handles.push(h);
         }
-        control_loop(
-            cfg,
-            &port,
-            &shared,
-            started,
-            &mut port_peak,
-            &server,
-            &engine,
-        );
-        server.stop();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("dataplane thread panicked"))?
-            })
-            .collect()
-    })?;
+        Ok(handles)
+    }
+}
 
-    let mut report = render_all(
-        &port,
-        &reports,
-        started.elapsed().as_secs_f64(),
-        &mut port_peak,
-    );
-    report.push_str(&control_stats(&server));
-    dataplane::rdma::stats::render(&engine.qp_stats(), &mut report);
-    say(opts, &report);
-    let mut status = ping_status(&reports, ping.as_ref());
+/// The process's exit status: non-zero when a diagnostic (ping, RDMA connect, sender) failed.
+fn exit_status(cfg: &Config, reports: &[LcoreReport], ping: Option<&PingRequest>) -> i32 {
+    let mut status = ping_status(reports, ping);
     if let Some(r) = reports.first().and_then(|r| r.rdma_diag.as_ref())
         && cfg.diag.rdma_connect.is_some()
         && (r.failed > 0 || !r.done)
@@ -343,18 +436,7 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     {
         status = 1;
     }
-    if let Some(file) = &cfg.stats.file {
-        let _ = write_atomically(file, &report);
-    }
-    engine.mem.clear_dma();
-    drop(port);
-    drop(pool);
-    if let Some(sock) = memif_socket
-        && std::path::Path::new(&sock).exists()
-    {
-        let _ = std::fs::remove_file(&sock);
-    }
-    Ok(status)
+    status
 }
 
 /// Wait for a stop (signal, timed run, or ping done), refreshing the stats file meanwhile.
