@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use bench::perf::cli::{AtomicType, Cli, Cmd, Idle, OnOff, PerfArgs, Pump, TcpArgs, json_path};
-use bench::perf::params::{self, DEF_CACHE_LINE_SIZE, DEF_PAGE_SIZE, Test, Verb};
+use bench::perf::params::{self, DEF_CACHE_LINE_SIZE, DEF_PAGE_SIZE, Test};
 use bench::perf::rdma::{CommQp, Opts, Side};
 use bench::perf::report::{self, TestInfo};
 use bench::perf::session::{DriveCfg, Row, drive};
@@ -109,11 +109,103 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     let dev = open_device(a)?;
     let pd = dev.alloc_pd()?;
     let attrs = dev.attrs().clone();
-    let sizes = if a.all {
+    let device_name = a.device.clone().unwrap_or_else(|| dev.spec().to_string());
+    let (info, opts) = plan(test, a, &attrs, &device_name);
+    let mut side = Side::new(opts, dev.clone(), pd.clone())?;
+    if !client {
+        print!("{}", report::SERVER_BANNER);
+    }
+    let mut comm = match a.server {
+        Some(ip) => CommQp::connect(
+            &dev,
+            &pd,
+            SocketAddrV4::new(ip, a.port),
+            crc_mode(a),
+            Duration::from_secs(30),
+        )?,
+        None => CommQp::accept(
+            &dev,
+            &pd,
+            SocketAddrV4::new(*attrs.ip.ip(), a.port),
+            crc_mode(a),
+        )?,
+    };
+    // perftest sleeps a second once the comm connection is up (and siw as the responder may
+    // miss an FPDU that follows its MPA Reply too closely: siw-peer README §1).
+    std::thread::sleep(Duration::from_secs(1));
+    let cfg = DriveCfg {
+        info: info.clone(),
+        page_size: DEF_PAGE_SIZE,
+        cache_line: DEF_CACHE_LINE_SIZE,
+        gbits: a.report_gbits,
+        duration: a.duration.is_some(),
+    };
+    let mut steps = wire::script(test, client, a.qps as usize, info_sizes(test, a).len());
+    // The banner is already out (before the comm connection, as perftest prints it).
+    let o = drive(&steps, client, &cfg, &mut comm, &mut side);
+    steps.clear();
+    side.disconnect();
+    comm.disconnect();
+    let o = o?;
+    if a.mlock {
+        eprintln!("iwarp-perf: --mlock: {}", locked_memory());
+    }
+    let mut rows: Vec<(Row, Option<f64>)> =
+        o.rows.iter().copied().zip(o.cpu.iter().copied()).collect();
+    if rows.is_empty()
+        && let Some(r) = o.peer_report
+    {
+        rows.push((Row::Bw(r), None));
+    }
+    if let Some(p) = a.json_path() {
+        let extra = json_extra(a, &dev, client, o.peer_version);
+        let v = json::report(
+            json::test_info(&info, &test.json_name(info.atomic_fetch_add)),
+            &rows,
+            extra,
+        );
+        std::fs::write(&p, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &a.plot {
+        let only: Vec<Row> = rows.iter().map(|r| r.0).collect();
+        plot::draw(
+            p,
+            &format!("iwarp-perf {} ({device_name})", test.name()),
+            &only,
+            a.report_gbits,
+        )?;
+    }
+    Ok(())
+}
+
+/// What `--crc` asks for in MPA.
+fn crc_mode(a: &PerfArgs) -> verbs::CrcMode {
+    match a.crc {
+        None => verbs::CrcMode::Default,
+        Some(OnOff::On) => verbs::CrcMode::On,
+        Some(OnOff::Off) => verbs::CrcMode::Off,
+    }
+}
+
+/// The message sizes: `-a`'s sweep, or `-s` (the test's default).
+fn info_sizes(test: Test, a: &PerfArgs) -> Vec<u64> {
+    if a.all {
         params::sweep_sizes(test)
     } else {
         vec![a.size.unwrap_or(test.default_size())]
-    };
+    }
+}
+
+/// The run's parameters, for the banner (`TestInfo`) and for the measuring side (`Opts`),
+/// with the depths bounded by what the device allows.
+fn plan(
+    test: Test,
+    a: &PerfArgs,
+    attrs: &verbs::DeviceAttrs,
+    device_name: &str,
+) -> (TestInfo, Opts) {
+    let sizes = info_sizes(test, a);
     let tx_depth = a
         .tx_depth
         .unwrap_or(test.default_tx_depth())
@@ -123,23 +215,16 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
         .unwrap_or(128)
         .min(attrs.max_ord.max(1))
         .min(attrs.max_ird.max(1));
-    let crc = match a.crc {
-        None => verbs::CrcMode::Default,
-        Some(OnOff::On) => verbs::CrcMode::On,
-        Some(OnOff::Off) => verbs::CrcMode::Off,
-    };
-    let device_name = a.device.clone().unwrap_or_else(|| dev.spec().to_string());
-    let mtu = params::ib_mtu_for(1500);
     let info = TestInfo {
         test,
-        client,
-        device: device_name.clone(),
+        client: a.server.is_some(),
+        device: device_name.to_string(),
         num_qps: a.qps,
         pcie_relax_order: None,
         tx_depth,
         rx_depth: a.rx_depth,
         cq_mod: params::cq_moderation(a.cq_mod, sizes[0], a.all, tx_depth),
-        mtu,
+        mtu: params::ib_mtu_for(1500),
         gid_index: Some(0),
         inline_size: 0,
         out_reads,
@@ -150,7 +235,7 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
         test,
         server: a.server,
         port: a.port,
-        sizes: sizes.clone(),
+        sizes,
         iters: a.iters.unwrap_or(test.default_iters()),
         duration: a.duration.map(Duration::from_secs),
         tx_depth,
@@ -159,7 +244,7 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
         cq_mod: a.cq_mod,
         out_reads,
         fetch_add: info.atomic_fetch_add,
-        crc,
+        crc: crc_mode(a),
         gbits: a.report_gbits,
         cpu_util: a.cpu_util,
         daemon_pid: a.daemon_pid,
@@ -179,47 +264,16 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
             (rate, a.rate_units, u64::from(burst))
         }),
     };
-    let mut side = Side::new(opts, dev.clone(), pd.clone())?;
-    if !client {
-        print!("{}", report::SERVER_BANNER);
-    }
-    let mut comm = match a.server {
-        Some(ip) => CommQp::connect(
-            &dev,
-            &pd,
-            SocketAddrV4::new(ip, a.port),
-            crc,
-            Duration::from_secs(30),
-        )?,
-        None => CommQp::accept(&dev, &pd, SocketAddrV4::new(*attrs.ip.ip(), a.port), crc)?,
-    };
-    // perftest sleeps a second once the comm connection is up (and siw as the responder may
-    // miss an FPDU that follows its MPA Reply too closely: siw-peer README §1).
-    std::thread::sleep(Duration::from_secs(1));
-    let cfg = DriveCfg {
-        info: info.clone(),
-        page_size: DEF_PAGE_SIZE,
-        cache_line: DEF_CACHE_LINE_SIZE,
-        gbits: a.report_gbits,
-        duration: a.duration.is_some(),
-    };
-    let mut steps = wire::script(test, client, a.qps as usize, sizes.len());
-    // The banner is already out (before the comm connection, as perftest prints it).
-    let o = drive(&steps, client, &cfg, &mut comm, &mut side);
-    steps.clear();
-    side.disconnect();
-    comm.disconnect();
-    let o = o?;
-    if a.mlock {
-        eprintln!("iwarp-perf: --mlock: {}", locked_memory());
-    }
-    let mut rows: Vec<(Row, Option<f64>)> =
-        o.rows.iter().copied().zip(o.cpu.iter().copied()).collect();
-    if rows.is_empty()
-        && let Some(r) = o.peer_report
-    {
-        rows.push((Row::Bw(r), None));
-    }
+    (info, opts)
+}
+
+/// Our keys in `--out_json` beside perftest's.
+fn json_extra(
+    a: &PerfArgs,
+    dev: &verbs::Device,
+    client: bool,
+    peer_version: f64,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut extra = serde_json::Map::new();
     extra.insert(
         "tool".into(),
@@ -238,33 +292,14 @@ fn run_rdma(test: Test, a: &PerfArgs) -> Result<()> {
     );
     extra.insert(
         "mpa_crc_requested".into(),
-        serde_json::json!(format!("{:?}", crc).to_lowercase()),
+        serde_json::json!(format!("{:?}", crc_mode(a)).to_lowercase()),
     );
-    extra.insert("peer_version".into(), serde_json::json!(o.peer_version));
+    extra.insert("peer_version".into(), serde_json::json!(peer_version));
     extra.insert(
         "bw_unit".into(),
         serde_json::json!(if a.report_gbits { "Gb/s" } else { "MiB/s" }),
     );
-    if let Some(p) = a.json_path() {
-        let v = json::report(
-            json::test_info(&info, &test.json_name(info.atomic_fetch_add)),
-            &rows,
-            extra,
-        );
-        std::fs::write(&p, serde_json::to_string_pretty(&v)? + "\n")
-            .with_context(|| format!("{}", p.display()))?;
-    }
-    if let Some(p) = &a.plot {
-        let only: Vec<Row> = rows.iter().map(|r| r.0).collect();
-        plot::draw(
-            p,
-            &format!("iwarp-perf {} ({device_name})", test.name()),
-            &only,
-            a.report_gbits,
-        )?;
-    }
-    let _ = Verb::Send;
-    Ok(())
+    extra
 }
 
 fn run_tcp(a: &TcpArgs, bw: bool) -> Result<()> {

@@ -104,147 +104,200 @@ pub fn drive(
     comm: &mut dyn Comm,
     eng: &mut dyn Engine,
 ) -> Result<Outcome> {
-    let mut o = Outcome {
-        page_size: cfg.page_size,
-        cache_line: cfg.cache_line,
-        mtu: cfg.info.mtu,
-        ..Outcome::default()
+    let qps = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Dest(i) | Step::PrintRemote(i) => Some(i + 1),
+            _ => None,
+        })
+        .fold(1, usize::max);
+    let mut d = Driver {
+        client,
+        cfg,
+        comm,
+        eng,
+        qps,
+        bw_rows: Vec::new(),
+        o: Outcome {
+            page_size: cfg.page_size,
+            cache_line: cfg.cache_line,
+            mtu: cfg.info.mtu,
+            local: vec![Dest::default(); qps],
+            remote: vec![Dest::default(); qps],
+            ..Outcome::default()
+        },
     };
-    let mut qps = 1;
-    for s in steps {
-        if let Step::Dest(i) | Step::PrintRemote(i) = s {
-            qps = qps.max(i + 1);
-        }
-    }
-    o.local = vec![Dest::default(); qps];
-    o.remote = vec![Dest::default(); qps];
-    let mut bw_rows: Vec<BwRow> = Vec::new();
     if !client {
-        eng.out(report::SERVER_BANNER);
+        d.eng.out(report::SERVER_BANNER);
     }
     for (n, step) in steps.iter().enumerate() {
         if !client && steps.get(n + 1) == Some(&Step::ConnectData) {
-            eng.listen_data()?;
+            d.eng.listen_data()?;
         }
-        match *step {
-            Step::Version => {
-                let r = xchg(comm, client, &wire::encode_version(wire::VERSION))?;
-                o.peer_version = wire::parse_version(&r);
-                if o.peer_version < wire::MIN_PEER_VERSION {
-                    bail!(
-                        "peer's perftest version {:?} is older than {}: not compatible",
-                        String::from_utf8_lossy(&r).trim_end_matches('\0'),
-                        wire::MIN_PEER_VERSION
-                    );
-                }
-            }
+        d.step(*step)?;
+    }
+    Ok(d.o)
+}
+
+/// One side of the exchange while [`drive`] runs it.
+struct Driver<'a> {
+    client: bool,
+    cfg: &'a DriveCfg,
+    comm: &'a mut dyn Comm,
+    eng: &'a mut dyn Engine,
+    /// QPs the script names.
+    qps: usize,
+    /// Our bandwidth rows so far (the last one is reported to the peer).
+    bw_rows: Vec<BwRow>,
+    o: Outcome,
+}
+
+impl Driver<'_> {
+    fn step(&mut self, step: Step) -> Result<()> {
+        match step {
+            Step::Version => self.version()?,
             Step::CycleBuffer => {
-                let r = xchg(comm, client, &wire::encode_u32(cfg.page_size))?;
-                o.page_size = o
-                    .page_size
-                    .max(wire::decode_u32(&r).context("short cycle-buffer message")?);
+                let r = self.xchg(&wire::encode_u32(self.cfg.page_size))?;
+                let peer = wire::decode_u32(&r).context("short cycle-buffer message")?;
+                self.o.page_size = self.o.page_size.max(peer);
             }
             Step::CacheLine => {
-                let r = xchg(comm, client, &wire::encode_u32(cfg.cache_line))?;
-                o.cache_line = o
-                    .cache_line
-                    .max(wire::decode_u32(&r).context("short cache-line message")?);
+                let r = self.xchg(&wire::encode_u32(self.cfg.cache_line))?;
+                let peer = wire::decode_u32(&r).context("short cache-line message")?;
+                self.o.cache_line = self.o.cache_line.max(peer);
             }
             Step::Mtu => {
-                let r = xchg(comm, client, &wire::encode_mtu(cfg.info.mtu))?;
+                let r = self.xchg(&wire::encode_mtu(self.cfg.info.mtu))?;
                 if let Some(m) = wire::decode_mtu(&r) {
-                    o.mtu = o.mtu.min(m);
+                    self.o.mtu = self.o.mtu.min(m);
                 }
             }
             Step::Dest(i) => {
-                let r = xchg(comm, client, &o.local[i].encode())?;
-                o.remote[i] = Dest::decode(&r).context("short pingpong_dest message")?;
+                let r = self.xchg(&self.o.local[i].encode())?;
+                self.o.remote[i] = Dest::decode(&r).context("short pingpong_dest message")?;
             }
-            Step::ConnectData => eng.connect_data()?,
+            Step::ConnectData => self.eng.connect_data()?,
             Step::SetUp => {
-                let d = eng.set_up()?;
-                if d.len() != qps {
-                    bail!("engine set up {} QPs, the exchange needs {qps}", d.len());
+                let d = self.eng.set_up()?;
+                if d.len() != self.qps {
+                    bail!(
+                        "engine set up {} QPs, the exchange needs {}",
+                        d.len(),
+                        self.qps
+                    );
                 }
-                o.local = d;
+                self.o.local = d;
             }
+            Step::Run(i) => self.run(i)?,
+            Step::BwReports => self.bw_reports()?,
+            _ => self.print(step),
+        }
+        Ok(())
+    }
+
+    fn xchg(&mut self, msg: &[u8]) -> Result<Vec<u8>> {
+        xchg(self.comm, self.client, msg)
+    }
+
+    /// perftest's version string, both ways; an older peer is refused.
+    fn version(&mut self) -> Result<()> {
+        let r = self.xchg(&wire::encode_version(wire::VERSION))?;
+        self.o.peer_version = wire::parse_version(&r);
+        if self.o.peer_version < wire::MIN_PEER_VERSION {
+            bail!(
+                "peer's perftest version {:?} is older than {}: not compatible",
+                String::from_utf8_lossy(&r).trim_end_matches('\0'),
+                wire::MIN_PEER_VERSION
+            );
+        }
+        Ok(())
+    }
+
+    /// Measure size `i`, print its row.
+    fn run(&mut self, i: usize) -> Result<()> {
+        let Some(row) = self.eng.run(i, &self.o.remote)? else {
+            return Ok(());
+        };
+        let cpu = self.eng.cpu_util();
+        let text = match row {
+            Row::Bw(b) => {
+                self.bw_rows.push(b);
+                b.render(self.cfg.gbits, cpu)
+            }
+            Row::Lat(l) => l.render(cpu),
+            Row::LatDuration(s, n, t, tps) => report::render_lat_duration(s, n, t, tps, cpu),
+        };
+        self.eng.out(&text);
+        self.o.rows.push(row);
+        self.o.cpu.push(cpu);
+        Ok(())
+    }
+
+    /// Our last bandwidth row for the peer's, five messages each way.
+    fn bw_reports(&mut self) -> Result<()> {
+        let mine = self.bw_rows.last().copied().unwrap_or(BwRow {
+            size: 0,
+            iters: 0,
+            bw_peak: 0.0,
+            bw_avg: 0.0,
+            msg_rate: 0.0,
+        });
+        let msgs = wire::encode_bw_report(
+            mine.size,
+            mine.iters,
+            mine.bw_peak,
+            mine.bw_avg,
+            mine.msg_rate,
+        );
+        let mut got = Vec::new();
+        for m in &msgs {
+            got.push(self.xchg(m)?);
+        }
+        let (size, iters, bw_peak, bw_avg, msg_rate) =
+            wire::decode_bw_report(&got).context("short bandwidth report")?;
+        self.o.peer_report = Some(BwRow {
+            size,
+            iters,
+            bw_peak,
+            bw_avg,
+            msg_rate,
+        });
+        Ok(())
+    }
+
+    /// The steps that only print.
+    fn print(&mut self, step: Step) {
+        let text = match step {
             Step::PrintInfo => {
-                let mut info = cfg.info.clone();
-                info.mtu = o.mtu;
-                eng.out(&info.render());
+                let mut info = self.cfg.info.clone();
+                info.mtu = self.o.mtu;
+                info.render()
             }
-            Step::PrintLocal => {
-                for d in &o.local {
-                    eng.out(&report::render_address(true, d.lid, d.qpn, d.psn, &d.gid));
-                }
-            }
+            Step::PrintLocal => self
+                .o
+                .local
+                .iter()
+                .map(|d| report::render_address(true, d.lid, d.qpn, d.psn, &d.gid))
+                .collect(),
             Step::PrintRemote(i) => {
-                let d = o.remote[i];
-                eng.out(&report::render_address(false, d.lid, d.qpn, d.psn, &d.gid));
+                let d = self.o.remote[i];
+                report::render_address(false, d.lid, d.qpn, d.psn, &d.gid)
             }
             Step::TableHeader => {
-                let cpu = eng.cpu_util().is_some();
-                let h = if cfg.info.test.is_bw() {
-                    report::bw_header(cfg.gbits, cpu)
+                let cpu = self.eng.cpu_util().is_some();
+                if self.cfg.info.test.is_bw() {
+                    report::bw_header(self.cfg.gbits, cpu)
                 } else {
-                    report::lat_header(cfg.duration, cpu)
-                };
-                eng.out(&h);
-            }
-            Step::Run(i) => {
-                if let Some(row) = eng.run(i, &o.remote)? {
-                    let cpu = eng.cpu_util();
-                    let text = match row {
-                        Row::Bw(b) => {
-                            bw_rows.push(b);
-                            b.render(cfg.gbits, cpu)
-                        }
-                        Row::Lat(l) => l.render(cpu),
-                        Row::LatDuration(s, n, t, tps) => {
-                            report::render_lat_duration(s, n, t, tps, cpu)
-                        }
-                    };
-                    eng.out(&text);
-                    o.rows.push(row);
-                    o.cpu.push(cpu);
+                    report::lat_header(self.cfg.duration, cpu)
                 }
             }
-            Step::BwReports => {
-                let mine = bw_rows.last().copied().unwrap_or(BwRow {
-                    size: 0,
-                    iters: 0,
-                    bw_peak: 0.0,
-                    bw_avg: 0.0,
-                    msg_rate: 0.0,
-                });
-                let msgs = wire::encode_bw_report(
-                    mine.size,
-                    mine.iters,
-                    mine.bw_peak,
-                    mine.bw_avg,
-                    mine.msg_rate,
-                );
-                let mut got = Vec::new();
-                for m in &msgs {
-                    got.push(xchg(comm, client, m)?);
-                }
-                let (size, iters, bw_peak, bw_avg, msg_rate) =
-                    wire::decode_bw_report(&got).context("short bandwidth report")?;
-                o.peer_report = Some(BwRow {
-                    size,
-                    iters,
-                    bw_peak,
-                    bw_avg,
-                    msg_rate,
-                });
-            }
-            Step::PrintPeerReport => {
-                if let Some(r) = o.peer_report {
-                    eng.out(&r.render(cfg.gbits, eng.cpu_util()));
-                }
-            }
-            Step::TableEnd => eng.out(report::RESULT_LINE),
-        }
+            Step::PrintPeerReport => match self.o.peer_report {
+                Some(r) => r.render(self.cfg.gbits, self.eng.cpu_util()),
+                None => return,
+            },
+            Step::TableEnd => report::RESULT_LINE.to_string(),
+            _ => return,
+        };
+        self.eng.out(&text);
     }
-    Ok(o)
 }
