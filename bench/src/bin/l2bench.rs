@@ -17,7 +17,7 @@ use dataplane::clock::TscClock;
 use dataplane::eal::Eal;
 use dataplane::mbuf::Mbuf;
 use dataplane::mempool::Mempool;
-use dataplane::port::{MAX_BURST, Port, PortConfig};
+use dataplane::port::{MAX_BURST, Port, PortConfig, Queue};
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 
@@ -72,27 +72,7 @@ fn fill(pool: &Mempool, size: usize, seq: u64, tsc: u64) -> Option<Mbuf> {
 
 fn main() -> Result<()> {
     let a = Args::parse();
-    let size = usize::from(a.size);
-    let eal_extra: Vec<String> = a
-        .eal
-        .as_deref()
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    let mut eal_args = vec![
-        "--no-telemetry".into(),
-        "-l".into(),
-        a.core.to_string(),
-        "--no-pci".into(),
-    ];
-    eal_args.push(format!("--vdev={}", a.vdev));
-    if eal_extra.is_empty() {
-        eal_args.push("--in-memory".into());
-    } else {
-        eal_args.extend(eal_extra);
-    }
-    let eal = Eal::init(&eal_args).context("EAL")?;
+    let eal = Eal::init(&eal_args(&a)).context("EAL")?;
     let name = a.vdev.split(',').next().unwrap_or(&a.vdev).to_owned();
     let pool = Mempool::new(&eal, "l2bench", 16383, 256, 2048 + 128, -1).context("pool")?;
     let cfg = PortConfig {
@@ -104,122 +84,165 @@ fn main() -> Result<()> {
         promiscuous: false,
     };
     let port = Port::start(&name, &cfg, &pool).context("port")?;
-    let mut q = port.queue(0).context("queue")?;
+    let mut b = Bench {
+        q: port.queue(0).context("queue")?,
+        pool: &pool,
+        size: usize::from(a.size),
+        rx: Vec::with_capacity(MAX_BURST),
+        tx: Vec::with_capacity(MAX_BURST),
+    };
     let t0 = Instant::now();
-    while !q.link_up() {
+    while !b.q.link_up() {
         if t0.elapsed() > Duration::from_secs(20) {
             bail!("link did not come up in 20 s (is the device under test running?)");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let clock = TscClock::new(&eal);
-    let mut rx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
-    let mut tx: Vec<Mbuf> = Vec::with_capacity(MAX_BURST);
-
-    // Warm-up: make sure the DUT echoes before measuring.
-    let warm = Instant::now();
-    let mut echoed = 0u64;
-    while echoed < 1000 && warm.elapsed() < Duration::from_secs(10) {
-        if let Some(m) = fill(&pool, size, 0, 0) {
-            tx.push(m);
-        }
-        q.tx_burst(&mut tx);
-        tx.clear();
-        echoed += q.rx_burst(&mut rx) as u64;
-        rx.clear();
-    }
-    if echoed == 0 {
-        bail!("no frame came back during warm-up: is the device under test echoing?");
-    }
-    // Drain.
-    let d = Instant::now();
-    while d.elapsed() < Duration::from_millis(200) {
-        q.rx_burst(&mut rx);
-        rx.clear();
-    }
-
-    // Phase 1: throughput. Keep at most `window` frames in flight so the DUT, not a queue
-    // overflow, sets the rate (memif has back-pressure; others may drop).
-    let window: u64 = 4096;
-    let (mut sent, mut got, mut seq) = (0u64, 0u64, 0u64);
-    let start = Instant::now();
-    let dur = Duration::from_secs_f64(a.secs);
-    while start.elapsed() < dur {
-        let room = window.saturating_sub(sent - got).min(MAX_BURST as u64);
-        for _ in 0..room {
-            match fill(&pool, size, seq, 0) {
-                Some(m) => tx.push(m),
-                None => break,
-            }
-            seq += 1;
-        }
-        sent += q.tx_burst(&mut tx) as u64;
-        tx.clear();
-        got += q.rx_burst(&mut rx) as u64;
-        rx.clear();
-    }
-    let secs = start.elapsed().as_secs_f64();
-    // Let in-flight frames come back (they are not counted).
-    let d = Instant::now();
-    while d.elapsed() < Duration::from_millis(200) {
-        q.rx_burst(&mut rx);
-        rx.clear();
-    }
-    let fps = got as f64 / secs;
-    println!(
-        "l2bench phase=throughput label={} size={} secs={:.2} sent={} echoed={} mfps={:.3} gbps={:.2}",
-        a.label,
-        a.size,
-        secs,
-        sent,
-        got,
-        fps / 1e6,
-        fps * (f64::from(a.size) + 24.0) * 8.0 / 1e9
-    );
-
-    // Phase 2: latency, one frame in flight.
-    let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).context("histogram")?;
-    let mut lost = 0u64;
-    for i in 0..a.pings {
-        let t = TscClock::cycles();
-        if let Some(m) = fill(&pool, size, i, t) {
-            tx.push(m);
-        }
-        if q.tx_burst(&mut tx) == 0 {
-            tx.clear();
-            lost += 1;
-            continue;
-        }
-        let t_send = clock.now();
-        loop {
-            if q.rx_burst(&mut rx) > 0 {
-                let t_recv = clock.now();
-                rx.clear();
-                let ns = (t_recv - t_send).as_nanos() as u64;
-                h.record(ns.max(1)).ok();
-                break;
-            }
-            if (clock.now() - t_send) > netcore_timeout() {
-                lost += 1;
-                break;
-            }
-        }
-    }
-    println!(
-        "l2bench phase=latency label={} size={} pings={} lost={} p50_us={:.2} p99_us={:.2} p999_us={:.2} max_us={:.2}",
-        a.label,
-        a.size,
-        a.pings,
-        lost,
-        h.value_at_quantile(0.5) as f64 / 1e3,
-        h.value_at_quantile(0.99) as f64 / 1e3,
-        h.value_at_quantile(0.999) as f64 / 1e3,
-        h.max() as f64 / 1e3
-    );
+    b.warm_up()?;
+    b.throughput(&a);
+    b.latency(&a, TscClock::new(&eal))?;
+    drop(b);
     drop(port);
     drop(pool);
     drop(eal);
     Ok(())
+}
+
+/// EAL's arguments: one core, the device under test's vdev, `--eal` or `--in-memory`.
+fn eal_args(a: &Args) -> Vec<String> {
+    let mut args = vec![
+        "--no-telemetry".into(),
+        "-l".into(),
+        a.core.to_string(),
+        "--no-pci".into(),
+        format!("--vdev={}", a.vdev),
+    ];
+    match a.eal.as_deref() {
+        Some(extra) if !extra.trim().is_empty() => {
+            args.extend(extra.split_whitespace().map(str::to_owned))
+        }
+        _ => args.push("--in-memory".into()),
+    }
+    args
+}
+
+/// The queue and buffers the phases share.
+struct Bench<'a> {
+    q: Queue,
+    pool: &'a Mempool,
+    size: usize,
+    rx: Vec<Mbuf>,
+    tx: Vec<Mbuf>,
+}
+
+impl Bench<'_> {
+    /// Make sure the device under test echoes before measuring, then drain.
+    fn warm_up(&mut self) -> Result<()> {
+        let warm = Instant::now();
+        let mut echoed = 0u64;
+        while echoed < 1000 && warm.elapsed() < Duration::from_secs(10) {
+            if let Some(m) = fill(self.pool, self.size, 0, 0) {
+                self.tx.push(m);
+            }
+            self.q.tx_burst(&mut self.tx);
+            self.tx.clear();
+            echoed += self.q.rx_burst(&mut self.rx) as u64;
+            self.rx.clear();
+        }
+        if echoed == 0 {
+            bail!("no frame came back during warm-up: is the device under test echoing?");
+        }
+        self.drain();
+        Ok(())
+    }
+
+    /// Receive and drop for 200 ms (frames still in flight are not counted).
+    fn drain(&mut self) {
+        let d = Instant::now();
+        while d.elapsed() < Duration::from_millis(200) {
+            self.q.rx_burst(&mut self.rx);
+            self.rx.clear();
+        }
+    }
+
+    /// Phase 1: throughput. Keep at most `window` frames in flight so the DUT, not a queue
+    /// overflow, sets the rate (memif has back-pressure; others may drop).
+    fn throughput(&mut self, a: &Args) {
+        let window: u64 = 4096;
+        let (mut sent, mut got, mut seq) = (0u64, 0u64, 0u64);
+        let start = Instant::now();
+        let dur = Duration::from_secs_f64(a.secs);
+        while start.elapsed() < dur {
+            let room = window.saturating_sub(sent - got).min(MAX_BURST as u64);
+            for _ in 0..room {
+                match fill(self.pool, self.size, seq, 0) {
+                    Some(m) => self.tx.push(m),
+                    None => break,
+                }
+                seq += 1;
+            }
+            sent += self.q.tx_burst(&mut self.tx) as u64;
+            self.tx.clear();
+            got += self.q.rx_burst(&mut self.rx) as u64;
+            self.rx.clear();
+        }
+        let secs = start.elapsed().as_secs_f64();
+        self.drain();
+        let fps = got as f64 / secs;
+        println!(
+            "l2bench phase=throughput label={} size={} secs={:.2} sent={} echoed={} mfps={:.3} gbps={:.2}",
+            a.label,
+            a.size,
+            secs,
+            sent,
+            got,
+            fps / 1e6,
+            fps * (f64::from(a.size) + 24.0) * 8.0 / 1e9
+        );
+    }
+
+    /// Phase 2: latency, one frame in flight.
+    fn latency(&mut self, a: &Args, clock: TscClock) -> Result<()> {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).context("histogram")?;
+        let mut lost = 0u64;
+        for i in 0..a.pings {
+            let t = TscClock::cycles();
+            if let Some(m) = fill(self.pool, self.size, i, t) {
+                self.tx.push(m);
+            }
+            if self.q.tx_burst(&mut self.tx) == 0 {
+                self.tx.clear();
+                lost += 1;
+                continue;
+            }
+            let t_send = clock.now();
+            loop {
+                if self.q.rx_burst(&mut self.rx) > 0 {
+                    let t_recv = clock.now();
+                    self.rx.clear();
+                    let ns = (t_recv - t_send).as_nanos() as u64;
+                    h.record(ns.max(1)).ok();
+                    break;
+                }
+                if (clock.now() - t_send) > netcore_timeout() {
+                    lost += 1;
+                    break;
+                }
+            }
+        }
+        println!(
+            "l2bench phase=latency label={} size={} pings={} lost={} p50_us={:.2} p99_us={:.2} p999_us={:.2} max_us={:.2}",
+            a.label,
+            a.size,
+            a.pings,
+            lost,
+            h.value_at_quantile(0.5) as f64 / 1e3,
+            h.value_at_quantile(0.99) as f64 / 1e3,
+            h.value_at_quantile(0.999) as f64 / 1e3,
+            h.max() as f64 / 1e3
+        );
+        Ok(())
+    }
 }
 
 fn netcore_timeout() -> Duration {
