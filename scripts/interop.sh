@@ -20,6 +20,7 @@
 #                              matrix, 0 for a subset)
 #      INTEROP_KEEP=1          leave the guest and the namespace up at the end (debugging)
 #      INTEROP_PROFILE=debug   use debug binaries (what `cargo test` already built; make test)
+#      INTEROP_IDLE=spin       iwarpd's dataplane.idle (default yield: the guest shares our 2 CPUs)
 # The parts that use our DPDK stack run under flock /tmp/iwarp-e2e.lock; building and
 # booting the guest do not.
 set -uo pipefail
@@ -35,6 +36,8 @@ GIP=10.99.0.11 OIP=10.99.0.2
 OUT=${INTEROP_OUT:-/tmp/iwarp-interop}
 PROFILE=${INTEROP_PROFILE:-release}
 case $PROFILE in release|debug) ;; *) echo "INTEROP_PROFILE=$PROFILE: allowed release, debug" >&2; exit 2 ;; esac
+IDLE=${INTEROP_IDLE:-yield}
+case $IDLE in spin|yield) ;; *) echo "INTEROP_IDLE=$IDLE: allowed spin, yield" >&2; exit 2 ;; esac
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE
 SOCK=$OUT/iwarpd.sock
 export IWARP_DEVICE=unix:$SOCK
@@ -213,6 +216,10 @@ ip = "$OIP/24"
 mtu = 1500
 [dataplane]
 cores = [1]
+# The daemon's clients (our tools, which yield below 4 CPUs) and the guest's qemu share these
+# 2 CPUs with this thread: spinning, it would hold a client that lands on its core off for a
+# whole scheduler slice per round trip (the latency cells' typical 2.0 and 4.0 ms).
+idle = "$IDLE"
 [control]
 socket = "$SOCK"
 allow_faults = true   # test only: the fault cells break one FPDU on purpose
