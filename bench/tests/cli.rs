@@ -17,14 +17,22 @@ const PLACER_COST: &str = env!("CARGO_BIN_EXE_placer-cost");
 
 #[test]
 fn help_and_version_answer() {
-    for (bin, opt) in [(L2BENCH, "--vdev <VDEV>"), (PLACER_COST, "<FPDU_BYTES>")] {
+    for (bin, name, opt) in [
+        (L2BENCH, "l2bench", "--vdev <VDEV>"),
+        (PLACER_COST, "placer-cost", "<FPDU_BYTES>"),
+    ] {
         let o = run(bin, &["--help"]);
         assert_eq!(o.status.code(), Some(0), "{bin} --help: {}", stderr(&o));
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains(opt), "{bin} --help lists {opt}: {out}");
         let o = run(bin, &["--version"]);
         assert_eq!(o.status.code(), Some(0), "{bin} --version");
-        assert!(String::from_utf8_lossy(&o.stdout).contains(env!("CARGO_PKG_VERSION")));
+        let version = format!("{name} {}", env!("CARGO_PKG_VERSION"));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains(&version),
+            "{bin} --version says {version}: {out}"
+        );
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 /// Traffic generator and latency probe of the poll-loop micro-benchmark (scripts/bench-l2.sh):
 /// one end of a DPDK virtual wire whose other end echoes every frame back.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(name = "l2bench", version)]
 struct Args {
     /// This end's DPDK virtual device, e.g.
     /// `net_memif0,role=client,socket=/tmp/x.sock,socket-abstract=no`.

@@ -88,7 +88,7 @@ enum Mode {
 /// Bar (d) of issue #8: instructions per payload byte of the placer against memcpy + CRC32c,
 /// for `valgrind --tool=callgrind` (scripts/placer-cost.sh).
 #[derive(Debug, clap::Parser)]
-#[command(version)]
+#[command(name = "placer-cost", version)]
 struct Args {
     /// The path to run.
     #[arg(value_enum)]
