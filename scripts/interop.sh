@@ -116,6 +116,14 @@ else
   WRITE=${INTEROP_WRITE:-1}
 fi
 
+# One run at a time per namespace name: the guest, the namespace and the default $OUT have
+# fixed names, and a second run would stop the first's guest as a leftover (two worktrees'
+# `make test` at once).
+exec 7> "/tmp/iwarp-interop-$NS.lock"
+if ! flock -n 7; then
+  echo "[interop $(date +%T)] waiting for another run (/tmp/iwarp-interop-$NS.lock)"
+  flock 7
+fi
 rm -rf "$OUT"; mkdir -p "$OUT/cells"
 log() { echo "[interop $(date +%T)] $*"; }
 now() { date +%s.%N; }
