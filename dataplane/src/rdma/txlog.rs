@@ -210,6 +210,11 @@ struct Record {
     run: u32,
     /// Payload octets per FPDU of a run.
     step: u32,
+    /// Octets per FPDU (`len / run`), set by [`TxLog::push`].
+    fpdu: u32,
+    /// `fpdu`'s reciprocal ([`reciprocal`]) for the index of an FPDU in a run without a
+    /// division ([`Record::fpdu_at`]); 0 for a record of one FPDU.
+    inv: u64,
 }
 
 /// Longest inline part a run synthesizes: the ULPDU_LENGTH field and an untagged DDP header.
@@ -243,7 +248,26 @@ impl Record {
 
     /// Octets per FPDU.
     fn fpdu_len(&self) -> u64 {
-        u64::from(self.len / self.run.max(1))
+        u64::from(self.fpdu)
+    }
+
+    /// The FPDU holding stream offset `at` (the record's first for an offset before it): its
+    /// index in the run and its stream range. Two integer divisions per FPDU on the sender's
+    /// hottest path (this index and `fpdu_len`) were ~10 ns per segment on an Intel Xeon
+    /// (BENCHMARKS.md §4): both come from what [`TxLog::push`] precomputed.
+    fn fpdu_at(&self, at: u64) -> (u32, u64, u64) {
+        if self.run <= 1 {
+            return (0, self.start, self.end());
+        }
+        // Below `len`, so within 32 bits, for every offset inside the record.
+        let rel = u32::try_from(at.saturating_sub(self.start)).unwrap_or(u32::MAX);
+        let k = if self.inv != 0 {
+            div_by_reciprocal(rel, self.inv)
+        } else {
+            rel / self.fpdu.max(1)
+        };
+        let fs = self.start + u64::from(k) * u64::from(self.fpdu);
+        (k, fs, (fs + u64::from(self.fpdu)).min(self.end()))
     }
 
     /// The parts of FPDU `k` of the record (0 for a record of one FPDU).
@@ -415,6 +439,8 @@ impl TxLog {
 
     fn push(&mut self, mut r: Record) -> u32 {
         r.start = self.end;
+        r.fpdu = r.len / r.run.max(1);
+        r.inv = if r.run > 1 { reciprocal(r.fpdu) } else { 0 };
         self.end += u64::from(r.len);
         let len = r.len;
         self.recs.push_back(r);
@@ -446,6 +472,8 @@ impl TxLog {
             pins: Default::default(),
             run: 1,
             step: 0,
+            fpdu: 0,
+            inv: 0,
         })
     }
 
@@ -517,6 +545,8 @@ impl TxLog {
             pins: Default::default(),
             run: 1,
             step: 0,
+            fpdu: 0,
+            inv: 0,
         }))
     }
 
@@ -578,6 +608,8 @@ impl TxLog {
             pins: Default::default(),
             run: count,
             step,
+            fpdu: 0,
+            inv: 0,
         });
         (fpdu_len, count, Ok(()))
     }
@@ -810,7 +842,7 @@ impl TxLog {
         while at < end {
             let Some(r) = self.recs.get(i) else { break };
             // The FPDU of a run holding `at` (a record of one FPDU: 0).
-            let first = ((at.max(r.start) - r.start) / r.fpdu_len().max(1)) as u32;
+            let (first, _, _) = r.fpdu_at(at);
             for k in first..r.run {
                 let mut p_start = r.start + u64::from(k) * r.fpdu_len();
                 if p_start >= end {
@@ -1022,8 +1054,8 @@ impl TxLog {
                 continue;
             }
             let fl = r.fpdu_len().max(1);
-            let first = (off.max(r.start) - r.start) / fl;
-            for k in first..u64::from(r.run) {
+            let (first, _, _) = r.fpdu_at(off);
+            for k in u64::from(first)..u64::from(r.run) {
                 let fs = r.start + k * fl;
                 if fs >= end {
                     break;
@@ -1072,6 +1104,23 @@ impl TxLog {
     }
 }
 
+/// `2^64 / d` rounded up (`d` at least 2), for [`div_by_reciprocal`]; 0 for `d` below 2.
+fn reciprocal(d: u32) -> u64 {
+    if d < 2 {
+        0
+    } else {
+        u64::MAX / u64::from(d) + 1
+    }
+}
+
+/// `n / d` from `d`'s [`reciprocal`] `inv`: the high half of the 128-bit product, one
+/// multiplication instead of a division. Exact for every 32-bit `n` and `d` (the
+/// reciprocal's rounding error, below 1 in 2^64, times `n` < 2^32 stays below the distance
+/// of `n / d` to the next integer, at least `1 / d` > 2^-32); tested against the division.
+fn div_by_reciprocal(n: u32, inv: u64) -> u32 {
+    ((u128::from(n) * u128::from(inv)) >> 64) as u32
+}
+
 /// A gathered FPDU's inline head: its ULPDU_LENGTH field, then its DDP/RDMAP header.
 fn head_bytes(prefix: [u8; 2], hdr: &[u8]) -> ([u8; HEAD_CAP], usize) {
     let mut head = [0u8; HEAD_CAP];
@@ -1113,11 +1162,9 @@ impl TxLog {
             let w = (at - stream_offset) as usize;
             let mut stop = r.end().min(end);
             if r.step > 0 {
-                let fl = r.fpdu_len().max(1);
-                let k = (at - r.start) / fl;
-                let (fs, fe) = (r.start + k * fl, (r.start + (k + 1) * fl).min(r.end()));
+                let (k, fs, fe) = r.fpdu_at(at);
                 let d = &mut dst[w..(fe.min(end) - stream_offset) as usize];
-                if fs == at && fe <= end && self.copy_run_fpdu(r, k as u32, d, false) {
+                if fs == at && fe <= end && self.copy_run_fpdu(r, k, d, false) {
                     at = fe;
                     continue;
                 }
@@ -1174,14 +1221,12 @@ impl TxLog {
                 at = stop;
                 continue;
             }
-            let fl = r.fpdu_len().max(1);
-            let k = (at - r.start) / fl;
-            let (fs, fe) = (r.start + k * fl, (r.start + (k + 1) * fl).min(r.end()));
+            let (k, fs, fe) = r.fpdu_at(at);
             let stop = fe.min(end);
             let d = &mut dst[(at - stream_offset) as usize..(stop - stream_offset) as usize];
             let whole = fs == at && fe <= end;
             cut |= !whole;
-            if !(whole && self.copy_fpdu(r, k as u32, d)) {
+            if !(whole && self.copy_fpdu(r, k, d)) {
                 self.read_unsealed(at, d);
                 if whole {
                     seal_fpdu(d);
@@ -2035,5 +2080,61 @@ mod tests {
             assert_eq!(c.sum, ones_complement_sum(&data), "{cuts:?}");
         }
         assert_eq!(crc_of(b""), 0);
+    }
+
+    /// The reciprocal's quotient is the division's: every divisor up to 70,000 (FPDUs are at
+    /// most 64 KiB) at the multiples around the top of the 32-bit range and a spread of
+    /// dividends, each next to a multiple of the divisor; some divisors up to 2^32 - 1.
+    #[test]
+    fn division_by_reciprocal_is_exact() {
+        assert_eq!((reciprocal(0), reciprocal(1)), (0, 0));
+        let check = |d: u32, n: u32| {
+            assert_eq!(div_by_reciprocal(n, reciprocal(d)), n / d, "{n} / {d}");
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let divisors =
+            (2..=70_000u32).chain([1 << 20, (1 << 31) - 1, 1 << 31, u32::MAX - 1, u32::MAX]);
+        for d in divisors {
+            let top = u32::MAX - u32::MAX % d;
+            for n in [0, 1, d - 1, d, d.saturating_add(1), top - 1, top, u32::MAX] {
+                check(d, n);
+            }
+            for _ in 0..8 {
+                let m = (next() as u32 / d).saturating_mul(d);
+                for n in [m.saturating_sub(1), m, m.saturating_add(1)] {
+                    check(d, n);
+                }
+            }
+        }
+    }
+
+    /// A run's FPDU at each stream offset (the first for offsets before the record): index and
+    /// range as the division gives them, for runs of several FPDU lengths.
+    #[test]
+    fn fpdu_at_finds_the_fpdu_of_every_offset() {
+        for emss in [200usize, 536, 1460, 2100] {
+            let mut s = setup(20_000);
+            let (log, _) = build_runs(&mut s, true, emss, 1000);
+            let mut runs = 0;
+            for r in log.recs.iter() {
+                let fl = u64::from(r.len / r.run);
+                runs += usize::from(r.run > 1);
+                assert_eq!(r.fpdu_len(), fl);
+                assert_eq!(r.fpdu_at(r.start.saturating_sub(5)).0, 0);
+                for at in r.start..r.end() {
+                    let k = (at - r.start) / fl;
+                    let fs = r.start + k * fl;
+                    let want = (k as u32, fs, (fs + fl).min(r.end()));
+                    assert_eq!(r.fpdu_at(at), want, "emss {emss} @{at}");
+                }
+            }
+            assert!(runs > 0, "emss {emss}: no run formed");
+        }
     }
 }
