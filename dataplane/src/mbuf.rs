@@ -223,17 +223,38 @@ impl Mbuf {
 
     /// Set a single-segment mbuf's data length to exactly `len` (within the buffer), growing
     /// or shrinking. False for a chain, when there is no room, or when growing a read-only
-    /// buffer.
+    /// buffer. The lengths are set here, as `rte_pktmbuf_append`/`_trim` set them, without a
+    /// call into DPDK (the sender sizes every frame's mbuf this way).
+    #[inline]
     pub fn set_len(&mut self, len: usize) -> bool {
-        if self.nb_segs() != 1 {
+        let h = self.hdr();
+        let cur = usize::from(h.data_len);
+        let room = usize::from(h.buf_len).saturating_sub(usize::from(h.data_off));
+        if h.nb_segs != 1 || len > room || (len > cur && !seg_writable(self.raw)) {
             return false;
         }
-        let cur = self.data_len();
-        if len >= cur {
-            self.append(len - cur).is_some()
-        } else {
-            self.trim(cur - len)
+        let Ok(l) = u16::try_from(len) else {
+            return false;
+        };
+        let p = self.raw.as_ptr();
+        // SAFETY: a valid single-segment mbuf we own (&mut self); only its length fields
+        // change, to a length inside its buffer (checked above), as rte_pktmbuf_append and
+        // rte_pktmbuf_trim change them for a single segment.
+        unsafe {
+            (*p).data_len = l;
+            (*p).pkt_len = u32::from(l);
         }
+        true
+    }
+
+    /// [`Mbuf::set_len`], then the data writable (`None` when either refuses: a chain, no
+    /// room, a shared buffer).
+    #[inline]
+    pub fn resize(&mut self, len: usize) -> Option<&mut [u8]> {
+        if !self.set_len(len) {
+            return None;
+        }
+        self.data_mut()
     }
 
     /// RSS hash the NIC computed (0 when it computes none).

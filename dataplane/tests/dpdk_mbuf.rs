@@ -139,6 +139,9 @@ fn chains(pool: &Mempool, qa: &mut Queue, qb: &mut Queue) {
     assert_eq!(&mid[..], &f[1005..1025]);
     // set_len is for single segments only.
     assert!(!m.set_len(10));
+    assert!(m.resize(10).is_none());
+    assert_eq!((m.nb_segs(), m.pkt_len()), (3, f.len()));
+    lengths(pool);
 
     let got = send_and_receive(qa, qb, vec![m]);
     assert_eq!(got.len(), 1, "the chain arrived as one frame");
@@ -166,6 +169,40 @@ fn chains(pool: &Mempool, qa: &mut Queue, qb: &mut Queue) {
     assert!(rx.linearize(pool).is_none(), "does not fit 2 KiB");
 }
 
+/// `set_len` and `resize` set a single segment's lengths as `append` and `trim` do: growing
+/// keeps the bytes before, the frame's room is the buffer past the headroom, a length past it
+/// is refused and changes nothing.
+fn lengths(pool: &Mempool) {
+    let mut m = pool.alloc().expect("mbuf");
+    let room = m.data_len() + m.tailroom();
+    assert!(room >= 2048, "{room}");
+    let b = m.resize(94).expect("room for a header");
+    assert_eq!(b.len(), 94);
+    b.copy_from_slice(&pattern(94, 3));
+    assert_eq!((m.data_len(), m.pkt_len()), (94, 94));
+    assert!(m.set_len(66), "shrink");
+    assert_eq!(m.data(), &pattern(94, 3)[..66]);
+    let f = m.resize(1514).expect("a full frame");
+    assert_eq!(&f[..66], &pattern(94, 3)[..66], "grown in place");
+    assert_eq!(
+        (m.data_len(), m.pkt_len(), m.tailroom()),
+        (1514, 1514, room - 1514)
+    );
+    assert!(m.resize(room + 1).is_none());
+    assert!(!m.set_len(usize::from(u16::MAX) + 1));
+    assert_eq!(m.data_len(), 1514, "a refused length changes nothing");
+    assert!(m.set_len(room));
+    assert_eq!(m.tailroom(), 0);
+    assert!(m.append(1).is_none(), "append agrees on the room");
+    assert!(m.set_len(0));
+    assert_eq!(
+        m.append(5).map(|b| b.len()),
+        Some(5),
+        "and appends after it"
+    );
+    assert_eq!((m.data_len(), m.pkt_len()), (5, 5));
+}
+
 /// `data_mut`/`append` refuse buffers that are shared (refcount > 1).
 #[allow(unsafe_code)]
 fn writability(pool: &Mempool) {
@@ -182,6 +219,8 @@ fn writability(pool: &Mempool) {
     assert!(!m.is_writable());
     assert!(m.data_mut().is_none(), "shared buffer must be read-only");
     assert!(m.append(1).is_none());
+    assert!(!m.set_len(4), "no growing a shared buffer");
+    assert!(m.resize(3).is_none(), "nor writing it");
     assert_eq!(m.tailroom(), 0);
     assert_eq!(m.data(), &[9, 2, 3], "still readable");
     assert!(m.adj(1), "offsets may move");

@@ -178,8 +178,9 @@ pub(crate) fn emit_zero_copy(
     let Some(mut m) = spare.take().or_else(|| pool.alloc()) else {
         return Emitted::NoMbuf;
     };
-    m.set_len(0);
-    let Some(buf) = m.append(hdr + TCP_HDR_MAX) else {
+    // The frame's length is set without calls into DPDK ([`Mbuf::resize`]): room for the
+    // largest header now, the header and payload once TCP has chosen them.
+    let Some(buf) = m.resize(hdr + TCP_HDR_MAX) else {
         return Emitted::NoMbuf;
     };
     let copy = engine.copy_payload();
@@ -203,42 +204,44 @@ pub(crate) fn emit_zero_copy(
     let plen = (t.payload.end - t.payload.start) as usize;
     let dst = t.dst.octets();
     iface.emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.header_len + plen, &mut buf[..hdr]);
-    m.trim(TCP_HDR_MAX - t.header_len);
-    let total = hdr + t.header_len + plen;
+    let head = hdr + t.header_len;
+    let total = head + plen;
     let mut unsealed = None;
-    if plen > 0 {
-        let by_ref = total >= MIN_FRAME_LEN
-            && table
-                .as_ref()
-                .is_some_and(|table| log.prepare_zero_copy(t.payload.start, plen, table));
-        if by_ref {
-            if log.attach(t.payload.start, plen, &mut m, pool).is_err() {
-                return Emitted::NoMbuf;
-            }
-        } else {
-            let Some(p) = m.append(plen) else {
-                return Emitted::NoMbuf;
-            };
-            if copy {
-                // The payload's sum (the header's is in the field) comes later, and so do the
-                // CRCs unless the copy computes them.
-                let crcs = if !log.fuses() {
-                    log.read_unsealed(t.payload.start, p);
-                    Missing::All
-                } else if log.read_fused(t.payload.start, p) {
-                    Missing::Cut
-                } else {
-                    Missing::None
-                };
-                unsealed = Some(Unsealed {
-                    off: t.payload.start,
-                    at: hdr + t.header_len,
-                    len: plen,
-                    crcs,
-                });
+    let by_ref = plen > 0
+        && total >= MIN_FRAME_LEN
+        && table
+            .as_ref()
+            .is_some_and(|table| log.prepare_zero_copy(t.payload.start, plen, table));
+    if plen == 0 || by_ref {
+        if !m.set_len(head) {
+            return Emitted::NoMbuf;
+        }
+        if by_ref && log.attach(t.payload.start, plen, &mut m, pool).is_err() {
+            return Emitted::NoMbuf;
+        }
+    } else {
+        let Some(p) = m.resize(total).and_then(|f| f.get_mut(head..)) else {
+            return Emitted::NoMbuf;
+        };
+        if copy {
+            // The payload's sum (the header's is in the field) comes later, and so do the
+            // CRCs unless the copy computes them.
+            let crcs = if !log.fuses() {
+                log.read_unsealed(t.payload.start, p);
+                Missing::All
+            } else if log.read_fused(t.payload.start, p) {
+                Missing::Cut
             } else {
-                tcp::SendSource::read(log, t.payload.start, p);
-            }
+                Missing::None
+            };
+            unsealed = Some(Unsealed {
+                off: t.payload.start,
+                at: head,
+                len: plen,
+                crcs,
+            });
+        } else {
+            tcp::SendSource::read(log, t.payload.start, p);
         }
     }
     if total < MIN_FRAME_LEN {
