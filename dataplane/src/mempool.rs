@@ -61,6 +61,9 @@ unsafe impl Send for PoolInner {}
 // SAFETY: as for Mempool.
 unsafe impl Sync for PoolInner {}
 
+/// Most mbufs one [`Mempool::alloc_bulk`] allocates.
+pub const ALLOC_BULK_MAX: usize = 64;
+
 impl Mempool {
     /// `rte_pktmbuf_pool_create(name, n, cache, 0, data_room, socket)`. `data_room` includes
     /// the headroom ([`HEADROOM`]); see [`data_room_for_mtu`].
@@ -103,6 +106,30 @@ impl Mempool {
         let m = unsafe { dpdk_sys::shim_pktmbuf_alloc(self.raw.as_ptr()) };
         // SAFETY: a freshly allocated mbuf is owned by nobody else.
         NonNull::new(m).map(|m| unsafe { Mbuf::from_raw(m) })
+    }
+
+    /// Allocate `n` mbufs at once onto `out` (`rte_pktmbuf_alloc_bulk`: one call and one
+    /// take from the pool's per-core cache for all of them); false, with nothing added, when
+    /// the pool has fewer than `n` (or `n` is 0 or above [`ALLOC_BULK_MAX`]).
+    pub fn alloc_bulk(&self, out: &mut Vec<Mbuf>, n: usize) -> bool {
+        let mut raw = [std::ptr::null_mut::<dpdk_sys::rte_mbuf>(); ALLOC_BULK_MAX];
+        let Some(slots) = raw.get_mut(..n).filter(|s| !s.is_empty()) else {
+            return false;
+        };
+        // SAFETY: the pool pointer is valid while self lives; `slots` has room for the `n`
+        // pointers DPDK writes (all or none).
+        let rc = unsafe {
+            dpdk_sys::shim_pktmbuf_alloc_bulk(self.raw.as_ptr(), slots.as_mut_ptr(), n as u32)
+        };
+        if rc != 0 {
+            return false;
+        }
+        out.reserve(n);
+        for m in slots.iter().filter_map(|&m| NonNull::new(m)) {
+            // SAFETY: a freshly allocated mbuf, owned by nobody else, taken once.
+            out.push(unsafe { Mbuf::from_raw(m) });
+        }
+        true
     }
 
     /// Allocate an mbuf holding a copy of `frame` (None when the pool is empty or the frame

@@ -142,6 +142,9 @@ pub struct Netstack {
     /// `neighbor_learned` of the iface when `wait_neighbor` was last released.
     learned_seen: u64,
     spare: Option<Mbuf>,
+    /// Mbufs allocated in bulk ([`Mempool::alloc_bulk`]) for [`Netstack::emit_rdma`]'s frames:
+    /// one call into DPDK per [`TX_STASH`] frames instead of one per frame.
+    stash: Vec<Mbuf>,
     /// Frames of the current [`Netstack::emit_rdma`] batch still to be finished (kept for its
     /// allocation).
     unsealed: Vec<(usize, crate::rdma::glue::Unsealed)>,
@@ -162,6 +165,8 @@ pub struct Netstack {
 
 /// Segments one connection may emit per poll before others get a turn.
 const TX_BUDGET: usize = 64;
+/// Mbufs [`Netstack::emit_rdma`] allocates at once.
+const TX_STASH: usize = 32;
 
 /// Frames waiting for the TX queue beyond which connections are not asked for more segments
 /// (the poll loop keeps up to twice this many for a full TX queue; only frames TCP keeps no
@@ -213,6 +218,7 @@ impl Netstack {
             held: Vec::new(),
             learned_seen: 0,
             spare: None,
+            stash: Vec::new(),
             unsealed: Vec::new(),
             mtu,
             send_pending,
@@ -619,6 +625,14 @@ impl Netstack {
                 more = false;
                 break;
             };
+            if self.spare.is_none() {
+                // From the stash, refilled in bulk; when the pool has too few for a bulk
+                // allocation, emit_zero_copy allocates one.
+                if self.stash.is_empty() {
+                    pool.alloc_bulk(&mut self.stash, TX_STASH);
+                }
+                self.spare = self.stash.pop();
+            }
             let spare = &mut self.spare;
             let (tcp, iface) = (&mut self.tcp, &mut self.iface);
             match emit_zero_copy(now, h, e, tcp, iface, mac, pool, spare) {

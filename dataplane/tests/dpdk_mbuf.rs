@@ -12,7 +12,7 @@ use common::root_or_skip;
 use dataplane::eal::{Eal, ShutdownOutcome, shutdown_outcome};
 use dataplane::extbuf::{AlignedBuf, AttachError, ExtPin, ExtRegion, ExternalMemory};
 use dataplane::mbuf::Mbuf;
-use dataplane::mempool::Mempool;
+use dataplane::mempool::{ALLOC_BULK_MAX, Mempool};
 use dataplane::port::{Port, PortConfig, Queue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -100,6 +100,7 @@ fn mbufs_chains_extbufs_and_ownership() {
     }
 
     chains(&pool, &mut qa, &mut qb);
+    bulk(&pool);
     writability(&pool);
     ext_buffers(&eal, &pool, &a, &mut qa, &mut qb, &mut qn);
 
@@ -201,6 +202,41 @@ fn lengths(pool: &Mempool) {
         "and appends after it"
     );
     assert_eq!((m.data_len(), m.pkt_len()), (5, 5));
+}
+
+/// `alloc_bulk` gives `n` fresh, distinct, empty mbufs or none at all: none for 0 or more
+/// than its maximum, none when the pool holds fewer, and what is left is still there.
+fn bulk(pool: &Mempool) {
+    let mut v = Vec::new();
+    assert!(!pool.alloc_bulk(&mut v, 0));
+    assert!(!pool.alloc_bulk(&mut v, ALLOC_BULK_MAX + 1));
+    assert!(v.is_empty());
+    assert!(pool.alloc_bulk(&mut v, 5));
+    assert!(pool.alloc_bulk(&mut v, ALLOC_BULK_MAX));
+    assert_eq!(v.len(), 5 + ALLOC_BULK_MAX);
+    let mut ptrs: Vec<_> = v.iter().map(|m| m.data().as_ptr()).collect();
+    ptrs.sort_unstable();
+    ptrs.dedup();
+    assert_eq!(ptrs.len(), v.len(), "distinct buffers");
+    assert!(
+        v.iter()
+            .all(|m| m.nb_segs() == 1 && m.pkt_len() == 0 && m.is_writable())
+    );
+    // Drain the pool in bulk: the last request larger than what is left adds nothing.
+    while pool.alloc_bulk(&mut v, ALLOC_BULK_MAX) {}
+    let n = v.len();
+    assert!(!pool.alloc_bulk(&mut v, ALLOC_BULK_MAX));
+    assert_eq!(v.len(), n);
+    let mut rest = Vec::new();
+    while let Some(m) = pool.alloc() {
+        rest.push(m);
+    }
+    assert!(!pool.alloc_bulk(&mut v, 1), "empty");
+    drop((v, rest));
+    assert!(
+        pool.alloc_bulk(&mut Vec::new(), ALLOC_BULK_MAX),
+        "freed back"
+    );
 }
 
 /// `data_mut`/`append` refuse buffers that are shared (refcount > 1).
