@@ -257,6 +257,10 @@ pub struct DataplaneSection {
     /// polling thread, as in embedded mode on a 2-core machine).
     #[serde(default = "default_idle")]
     pub idle: String,
+    /// Nanoseconds the loop holds its frames after a TX burst the device took only part of
+    /// (its ring full) before offering them again; 0 offers them at every iteration.
+    #[serde(default = "default_tx_backoff_ns")]
+    pub tx_backoff_ns: u64,
 }
 
 fn default_cores() -> Vec<usize> {
@@ -274,6 +278,12 @@ fn default_mode() -> String {
 fn default_idle() -> String {
     "spin".into()
 }
+/// The longest `dataplane.tx_backoff_ns` allowed: a hold is meant to last a few of the peer's
+/// RX bursts, far below the ring's drain time and any TCP timer.
+pub const MAX_TX_BACKOFF_NS: u64 = 100_000;
+fn default_tx_backoff_ns() -> u64 {
+    0
+}
 
 impl Default for DataplaneSection {
     fn default() -> Self {
@@ -283,6 +293,7 @@ impl Default for DataplaneSection {
             mbuf_cache: 256,
             mode: default_mode(),
             idle: default_idle(),
+            tx_backoff_ns: default_tx_backoff_ns(),
         }
     }
 }
@@ -694,6 +705,15 @@ impl Config {
         }
         if let Some(msg) = not_one_of(&self.dataplane.idle, &["spin", "yield"]) {
             return Err(bad("dataplane.idle", msg));
+        }
+        if self.dataplane.tx_backoff_ns > MAX_TX_BACKOFF_NS {
+            return Err(bad(
+                "dataplane.tx_backoff_ns",
+                format!(
+                    "{} is too long, allowed 0..={MAX_TX_BACKOFF_NS}",
+                    self.dataplane.tx_backoff_ns
+                ),
+            ));
         }
         if self.dataplane.mbufs < 1024 {
             return Err(bad(
@@ -1181,6 +1201,11 @@ mod tests {
                 &format!("{MINIMAL}[dataplane]\nidle = \"nap\"\n"),
                 "dataplane.idle",
                 "\"spin\" or \"yield\"",
+            ),
+            (
+                &format!("{MINIMAL}[dataplane]\ntx_backoff_ns = 100001\n"),
+                "dataplane.tx_backoff_ns",
+                "0..=100000",
             ),
             (
                 &format!("{MINIMAL}[dataplane]\ncores = [999]\n"),

@@ -302,6 +302,7 @@ fn lcore_setups(
             iface: iface.clone(),
             mode,
             idle_yield: cfg.dataplane.idle == "yield",
+            tx_backoff: Duration::from_nanos(cfg.dataplane.tx_backoff_ns),
             // The diagnostic ping and the sender run on the first thread only.
             ping: if i == 0 { ping } else { None },
             tcp: tcp_cfg.clone(),

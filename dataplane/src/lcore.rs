@@ -65,6 +65,9 @@ pub struct LcoreSetup {
     /// `sched_yield` after an iteration that received and sent nothing (a core shared with
     /// another polling thread); otherwise spin.
     pub idle_yield: bool,
+    /// How long the loop holds its frames after a TX burst the device took only part of
+    /// (its ring full) before it offers them again ([`TxBackoff`]; zero: at every iteration).
+    pub tx_backoff: Duration,
     /// Optional diagnostic ping.
     pub ping: Option<PingRequest>,
     /// TCP configuration.
@@ -150,6 +153,7 @@ pub struct Lcore {
     ping_started: bool,
     next_link_check: Instant,
     gate: TimerGate,
+    backoff: TxBackoff,
     /// The previous iteration's start, if it was busy (received or sent).
     busy_since: Option<Instant>,
 }
@@ -200,6 +204,7 @@ impl Lcore {
             ping_started: false,
             next_link_check: Instant::ZERO,
             gate: TimerGate::default(),
+            backoff: TxBackoff::new(setup.tx_backoff),
             busy_since: None,
         }
     }
@@ -228,6 +233,7 @@ impl Lcore {
             ping_started,
             next_link_check,
             gate,
+            backoff,
             busy_since,
         } = self;
         let pool = &*pool;
@@ -302,11 +308,18 @@ impl Lcore {
             *busy_since = Some(now);
         }
         if !tx.is_empty() {
-            let (sent, bytes) = q.tx_burst_counted(tx);
-            st.tx_packets += sent as u64;
-            st.tx_bytes += bytes;
-            st.tx_bursts += 1;
-            st.tx_short += u64::from(!tx.is_empty());
+            if backoff.may_send(now) {
+                let (sent, bytes) = q.tx_burst_counted(tx);
+                st.tx_packets += sent as u64;
+                st.tx_bytes += bytes;
+                st.tx_bursts += 1;
+                st.tx_short += u64::from(!tx.is_empty());
+                st.tx_empty += u64::from(sent == 0);
+                st.tx_backlog_sum += tx.len() as u64;
+                backoff.sent(now, !tx.is_empty());
+            } else {
+                st.tx_held += 1;
+            }
             // A full TX queue is back-pressure, not loss: keep the frames for the next
             // iteration, up to a bound; drop (and count) only beyond it.
             if tx.len() > TX_BACKLOG {
@@ -466,6 +479,46 @@ impl TimerGate {
     }
 }
 
+/// After a TX burst the device took only part of (its ring full), the loop may hold its
+/// frames for a while (`dataplane.tx_backoff_ns`) instead of offering them again at every
+/// iteration; it receives and processes meanwhile, and the frames keep their order (new ones
+/// queue behind them). A burst taken whole, or the hold running out, ends it: no frame waits
+/// longer than the hold for the device, and a loop whose ring never fills (latency) never
+/// holds. On net_memif it turns a sender's retries of a few slots each into bursts of ~60,
+/// and its backlog behind the full ring shrinks ~10x, but the rate moved within the noise
+/// (issue #8, BENCHMARKS.md §4): off by default.
+#[derive(Debug)]
+struct TxBackoff {
+    hold: Duration,
+    until: Option<Instant>,
+}
+
+impl TxBackoff {
+    fn new(hold: Duration) -> Self {
+        TxBackoff { hold, until: None }
+    }
+
+    /// Whether the frames may be offered to the device at `now`.
+    #[inline]
+    fn may_send(&mut self, now: Instant) -> bool {
+        match self.until {
+            Some(t) if now < t => false,
+            _ => {
+                self.until = None;
+                true
+            }
+        }
+    }
+
+    /// A burst was offered at `now`; `short`: the device left some of it.
+    #[inline]
+    fn sent(&mut self, now: Instant, short: bool) {
+        if short && self.hold > Duration::ZERO {
+            self.until = Some(now + self.hold);
+        }
+    }
+}
+
 /// Add one sample of the connection with the most unacknowledged bytes to the `tcp_*`
 /// gauges (where a bulk sender's time goes: RTT, window, what limits it).
 fn sample_tcp(ns: &Netstack, st: &mut LcoreStats) {
@@ -561,5 +614,43 @@ mod tests {
         assert!(!g.timers_due(true));
         assert!(g.timers_due(false));
         assert!(!g.timers_due(true));
+    }
+
+    fn at(us: u64) -> Instant {
+        Instant::from_nanos(us * 1000)
+    }
+
+    /// Without a hold the frames are offered at every iteration, full ring or not.
+    #[test]
+    fn no_hold_offers_at_every_iteration() {
+        let mut b = TxBackoff::new(Duration::ZERO);
+        for t in 0..10 {
+            assert!(b.may_send(at(t)));
+            b.sent(at(t), true);
+        }
+    }
+
+    /// A short burst holds the frames until the hold has passed, not longer; a burst taken
+    /// whole holds nothing, and each short burst starts a new hold from its own time.
+    #[test]
+    fn a_short_burst_holds_for_the_hold_only() {
+        let mut b = TxBackoff::new(Duration::from_micros(5));
+        assert!(b.may_send(at(0)));
+        b.sent(at(0), false);
+        assert!(b.may_send(at(0)), "a whole burst does not hold");
+        b.sent(at(1), true);
+        for t in 1..6 {
+            assert!(!b.may_send(at(t)), "held at {t} us");
+        }
+        assert!(b.may_send(at(6)), "the hold ends");
+        assert!(b.may_send(at(6)));
+        b.sent(at(6), true);
+        assert!(!b.may_send(at(10)));
+        assert!(b.may_send(at(11)));
+        b.sent(at(11), false);
+        assert!(b.may_send(at(11)));
+        // A clock jump far ahead (a descheduled thread) ends a hold at once.
+        b.sent(at(12), true);
+        assert!(b.may_send(at(1_000_000)));
     }
 }

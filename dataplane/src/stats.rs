@@ -89,6 +89,14 @@ counters!(
         tx_bursts,
         /// TX bursts the device took only part of (a full TX ring).
         tx_short,
+        /// TX bursts the device took nothing of (included in `tx_short`).
+        tx_empty,
+        /// Frames left waiting after each TX burst, summed (mean backlog behind a full ring =
+        /// this / `tx_bursts`).
+        tx_backlog_sum,
+        /// Iterations that held their frames after a short burst instead of offering them
+        /// (`dataplane.tx_backoff_ns`).
+        tx_held,
         /// Samples of the busiest TCP connection (the one with the most unacknowledged bytes),
         /// one per counter publication (every 1024 iterations) that found one with any; the
         /// `tcp_*_sum` fields below add over these samples (mean = sum / `tcp_samples`).

@@ -6,6 +6,8 @@
 //!   0 B, 1 B, 4 KiB, 1 MiB, 8 MiB, SHA-256 compared on both sides (`iwarp-opcheck`), with CRC
 //!   off, CRC on, and CRC + markers; the negotiated CRC/markers as the server saw them;
 //! - 100 QPs at once, each checking its data;
+//! - every operation with CRC on while both loops hold their frames after a short TX burst
+//!   (`dataplane.tx_backoff_ns`);
 //! - embedded mode: an embedded client against daemon A, and two embedded processes;
 //! - `iwarp-rping -c -C 100 -v -V` against `iwarp-rping -s -v` through the two daemons: the
 //!   lines rping prints, checked against rping's format (and siw's own rping output).
@@ -174,6 +176,64 @@ fn hundred_qps_at_once() {
     finish_server(server, &expect);
     all_freed(&a);
     all_freed(&b);
+    a.stop();
+    b.stop();
+}
+
+/// Every operation at every size with CRC on, both daemons holding their frames after a
+/// short TX burst (`dataplane.tx_backoff_ns`): nothing lost, reordered or stalled; when a
+/// daemon's ring filled (`tx_short`), its loop held (`tx_held`).
+#[test]
+fn every_operation_with_a_tx_hold() {
+    let _g = serial();
+    if !root_or_skip("every_operation_with_a_tx_hold") {
+        return;
+    }
+    let dir = TempDir::new("e2e-txhold");
+    let (ca, cb) = configs(&dir, "");
+    for c in [&ca, &cb] {
+        let text = std::fs::read_to_string(c).expect("config");
+        // A 64-slot ring (memif's rsize, log2), so that the bulk sizes fill it.
+        let held = text
+            .replace("[dataplane]\n", "[dataplane]\ntx_backoff_ns = 20000\n")
+            .replace("socket-abstract=no", "socket-abstract=no,rsize=6");
+        assert_eq!(
+            held.len(),
+            text.len() + 30,
+            "no [dataplane] or memif device in\n{text}"
+        );
+        std::fs::write(c, held).expect("config");
+    }
+    let a = Daemon::start(&dir, "a", &ca, &[]);
+    let b = Daemon::start(&dir, "b", &cb, &[]);
+    let server = opcheck_server(&dir, "opcheck-server.log", &a.spec, 7473, 1, "8m");
+    let out = opcheck_client(
+        &dir,
+        "opcheck-client.log",
+        &b.spec,
+        (A_IP, 7473),
+        &["-v", "--sizes", ALL_SIZES, "--crc", "on"],
+        (checks_for(SIZES.len()), 1),
+        &[&a.proc, &b.proc, &server],
+    );
+    assert_every_op(&out, &SIZES);
+    finish_server(server, &["(CRC true, markers false)"]);
+    all_freed(&a);
+    all_freed(&b);
+    let mut filled = 0;
+    for d in [&a, &b] {
+        let s = d.stats();
+        let short = counter(&s, "lcore.0", "tx_short").unwrap_or(0);
+        let held = counter(&s, "lcore.0", "tx_held").unwrap_or(0);
+        eprintln!("tx_short {short}, tx_held {held}");
+        assert!(short < 16 || held > 0, "short bursts but no hold:\n{s}");
+        assert_eq!(counter(&s, "lcore.0", "drop_tx_full"), Some(0), "{s}");
+        filled += short;
+    }
+    assert!(
+        filled > 0,
+        "the rings never filled: the hold was not exercised"
+    );
     a.stop();
     b.stop();
 }
