@@ -274,25 +274,7 @@ impl Port {
     /// Find the port named `name` (a vdev name such as `net_memif0`, or a PCI address) and
     /// configure and start it with `cfg`, using `pool` for RX buffers.
     pub fn start(name: &str, cfg: &PortConfig, pool: &Mempool) -> Result<Port, DpdkError> {
-        let cname = CString::new(name).map_err(|_| DpdkError::new("port name", libc::EINVAL))?;
-        let mut id: u16 = 0;
-        // SAFETY: valid C string and out pointer.
-        check(&format!("no DPDK port named {name:?}"), unsafe {
-            dpdk_sys::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id)
-        })?;
-        let mut dev_info = dpdk_sys::rte_eth_dev_info::default();
-        // SAFETY: valid port id and out pointer.
-        check("rte_eth_dev_info_get", unsafe {
-            dpdk_sys::rte_eth_dev_info_get(id, &mut dev_info)
-        })?;
-        let driver = if dev_info.driver_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: the driver name is a static C string owned by the PMD.
-            unsafe { CStr::from_ptr(dev_info.driver_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
+        let (id, dev_info, driver) = find_port(name)?;
         if cfg.rx_queues > dev_info.max_rx_queues || cfg.tx_queues > dev_info.max_tx_queues {
             return Err(DpdkError::new(
                 format!(
@@ -302,95 +284,21 @@ impl Port {
                 libc::EINVAL,
             ));
         }
-        let rss_hf = dev_info.flow_type_rss_offloads
-            & (RSS_IPV4 | RSS_FRAG_IPV4 | RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV4_OTHER);
-        let rss = cfg.rx_queues > 1 && rss_hf != 0;
         let mut key = RSS_KEY;
-        let mut conf = dpdk_sys::rte_eth_conf::default();
-        let tx_multi_seg = dev_info.tx_offload_capa & TX_OFFLOAD_MULTI_SEGS != 0;
-        if tx_multi_seg {
-            conf.txmode.offloads |= TX_OFFLOAD_MULTI_SEGS;
-        }
-        // A frame that does not fit one RX buffer needs scatter (chains), where the driver has it.
-        let frame = usize::from(cfg.mtu) + 14 + 4;
-        let rx_scatter =
-            frame > pool.buf_capacity() && dev_info.rx_offload_capa & RX_OFFLOAD_SCATTER != 0;
-        if rx_scatter {
-            conf.rxmode.offloads |= RX_OFFLOAD_SCATTER;
-        } else if frame > pool.buf_capacity() {
-            tracing::warn!(
-                port = name,
-                mtu = cfg.mtu,
-                buffer = pool.buf_capacity(),
-                "frames at this MTU do not fit one RX buffer and the driver has no scatter RX: size the pool from the MTU"
-            );
-        }
-        if rss {
-            conf.rxmode.mq_mode = dpdk_sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
-            conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
-            conf.rx_adv_conf.rss_conf.rss_key_len = 40;
-            conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
-        }
-        // SAFETY: valid port id; conf is fully initialised and the key outlives the call
-        // (DPDK copies it).
+        let (conf, offloads) = eth_conf(name, cfg, &dev_info, pool, &mut key);
+        // SAFETY: valid port id; conf is fully initialised and the key it points to outlives
+        // the call (DPDK copies it).
         check("rte_eth_dev_configure", unsafe {
             dpdk_sys::rte_eth_dev_configure(id, cfg.rx_queues, cfg.tx_queues, &conf)
         })?;
-        // Some virtual PMDs do not support setting the MTU; that is not fatal at the default.
-        // SAFETY: valid port id.
-        let rc = unsafe { dpdk_sys::rte_eth_dev_set_mtu(id, cfg.mtu) };
-        let mtu_set = rc == 0;
-        if rc == -libc::ENOTSUP {
-            tracing::info!(
-                port = name,
-                mtu = cfg.mtu,
-                "the driver cannot set the MTU; using its default"
-            );
-        } else if rc == -libc::EINVAL && frame > dev_info.max_rx_pktlen as usize {
-            // ethdev refuses an MTU whose frame exceeds the driver's max_rx_pktlen before the
-            // driver sees it; DPDK 22.11's af_packet reports 1518 whatever its ring frames
-            // hold. Our buffers are sized from the MTU regardless: the device's own MTU (the
-            // kernel interface, for af_packet and af_xdp) decides.
-            tracing::info!(
-                port = name,
-                mtu = cfg.mtu,
-                max_rx_pktlen = dev_info.max_rx_pktlen,
-                "the driver reports a smaller largest frame, so DPDK does not set the MTU; buffers are sized for it anyway, the device's own MTU must allow it"
-            );
-        } else if rc < 0 {
-            tracing::warn!(
-                port = name,
-                mtu = cfg.mtu,
-                "rte_eth_dev_set_mtu: {}",
-                crate::error::strerror(rc)
-            );
-        }
-        // SAFETY: valid port id.
-        let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(id) }.max(0) as u32;
-        for q in 0..cfg.rx_queues {
-            // SAFETY: valid port and pool; a NULL rxconf means the driver's defaults.
-            check("rte_eth_rx_queue_setup", unsafe {
-                dpdk_sys::rte_eth_rx_queue_setup(
-                    id,
-                    q,
-                    cfg.rx_desc,
-                    socket,
-                    std::ptr::null(),
-                    pool.as_ptr(),
-                )
-            })?;
-        }
-        for q in 0..cfg.tx_queues {
-            // SAFETY: valid port; a NULL txconf means the driver's defaults.
-            check("rte_eth_tx_queue_setup", unsafe {
-                dpdk_sys::rte_eth_tx_queue_setup(id, q, cfg.tx_desc, socket, std::ptr::null())
-            })?;
-        }
+        let mtu_set = set_mtu(id, name, cfg.mtu, &dev_info);
+        setup_queues(id, cfg, pool)?;
         // SAFETY: valid, configured port.
         check("rte_eth_dev_start", unsafe {
             dpdk_sys::rte_eth_dev_start(id)
         })?;
-        let reta_programmed = rss && program_reta(id, name, dev_info.reta_size, cfg.rx_queues);
+        let reta_programmed =
+            offloads.rss && program_reta(id, name, dev_info.reta_size, cfg.rx_queues);
         if cfg.promiscuous {
             // SAFETY: valid started port.
             let rc = unsafe { dpdk_sys::rte_eth_promiscuous_enable(id) };
@@ -412,18 +320,19 @@ impl Port {
             name: name.to_owned(),
             driver,
             mac: mac.addr_bytes,
-            rss,
+            rss: offloads.rss,
             queues: cfg.rx_queues,
             reta_size: dev_info.reta_size,
             // SAFETY: dev_info.device is the probed device of this port (or NULL).
             is_virtual: unsafe { dpdk_sys::shim_dev_is_vdev(dev_info.device) } == 1,
-            tx_multi_seg,
-            rx_scatter,
+            tx_multi_seg: offloads.tx_multi_seg,
+            rx_scatter: offloads.rx_scatter,
             max_mtu: dev_info.max_mtu,
             mtu_set,
             reta_programmed,
         };
-        tracing::info!(port = name, id, driver = %info.driver, rss, reta_programmed, tx_multi_seg, rx_scatter,
+        tracing::info!(port = name, id, driver = %info.driver, rss = info.rss, reta_programmed,
+            tx_multi_seg = info.tx_multi_seg, rx_scatter = info.rx_scatter,
             max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac), "port started");
         let burst_lock = burst_lock_for(&info.driver, id, name, dev_info.device);
         Ok(Port {
@@ -537,6 +446,143 @@ impl Port {
             })
             .collect()
     }
+}
+
+/// The port named `name`: its id, what the driver reports, the driver's name.
+fn find_port(name: &str) -> Result<(u16, dpdk_sys::rte_eth_dev_info, String), DpdkError> {
+    let cname = CString::new(name).map_err(|_| DpdkError::new("port name", libc::EINVAL))?;
+    let mut id: u16 = 0;
+    // SAFETY: valid C string and out pointer.
+    check(&format!("no DPDK port named {name:?}"), unsafe {
+        dpdk_sys::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id)
+    })?;
+    let mut dev_info = dpdk_sys::rte_eth_dev_info::default();
+    // SAFETY: valid port id and out pointer.
+    check("rte_eth_dev_info_get", unsafe {
+        dpdk_sys::rte_eth_dev_info_get(id, &mut dev_info)
+    })?;
+    let driver = if dev_info.driver_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the driver name is a static C string owned by the PMD.
+        unsafe { CStr::from_ptr(dev_info.driver_name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Ok((id, dev_info, driver))
+}
+
+/// The offloads [`eth_conf`] turned on.
+struct Offloads {
+    rss: bool,
+    tx_multi_seg: bool,
+    rx_scatter: bool,
+}
+
+/// The port's configuration: multi-segment TX and scatter RX where the driver has them, RSS
+/// over IPv4 and TCP with `key` (which the returned configuration points to) for several
+/// queues.
+fn eth_conf(
+    name: &str,
+    cfg: &PortConfig,
+    dev_info: &dpdk_sys::rte_eth_dev_info,
+    pool: &Mempool,
+    key: &mut [u8; 40],
+) -> (dpdk_sys::rte_eth_conf, Offloads) {
+    let rss_hf = dev_info.flow_type_rss_offloads
+        & (RSS_IPV4 | RSS_FRAG_IPV4 | RSS_NONFRAG_IPV4_TCP | RSS_NONFRAG_IPV4_OTHER);
+    let rss = cfg.rx_queues > 1 && rss_hf != 0;
+    let mut conf = dpdk_sys::rte_eth_conf::default();
+    let tx_multi_seg = dev_info.tx_offload_capa & TX_OFFLOAD_MULTI_SEGS != 0;
+    if tx_multi_seg {
+        conf.txmode.offloads |= TX_OFFLOAD_MULTI_SEGS;
+    }
+    // A frame that does not fit one RX buffer needs scatter (chains), where the driver has it.
+    let frame = usize::from(cfg.mtu) + 14 + 4;
+    let rx_scatter =
+        frame > pool.buf_capacity() && dev_info.rx_offload_capa & RX_OFFLOAD_SCATTER != 0;
+    if rx_scatter {
+        conf.rxmode.offloads |= RX_OFFLOAD_SCATTER;
+    } else if frame > pool.buf_capacity() {
+        tracing::warn!(
+            port = name,
+            mtu = cfg.mtu,
+            buffer = pool.buf_capacity(),
+            "frames at this MTU do not fit one RX buffer and the driver has no scatter RX: size the pool from the MTU"
+        );
+    }
+    if rss {
+        conf.rxmode.mq_mode = dpdk_sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
+        conf.rx_adv_conf.rss_conf.rss_key_len = 40;
+        conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+    }
+    let offloads = Offloads {
+        rss,
+        tx_multi_seg,
+        rx_scatter,
+    };
+    (conf, offloads)
+}
+
+/// Set the MTU; whether the driver took it. Some virtual PMDs cannot set it, which is not
+/// fatal: the device's own MTU decides.
+fn set_mtu(id: u16, name: &str, mtu: u16, dev_info: &dpdk_sys::rte_eth_dev_info) -> bool {
+    let frame = usize::from(mtu) + 14 + 4;
+    // SAFETY: valid, configured port id.
+    let rc = unsafe { dpdk_sys::rte_eth_dev_set_mtu(id, mtu) };
+    if rc == -libc::ENOTSUP {
+        tracing::info!(
+            port = name,
+            mtu,
+            "the driver cannot set the MTU; using its default"
+        );
+    } else if rc == -libc::EINVAL && frame > dev_info.max_rx_pktlen as usize {
+        // ethdev refuses an MTU whose frame exceeds the driver's max_rx_pktlen before the
+        // driver sees it; DPDK 22.11's af_packet reports 1518 whatever its ring frames
+        // hold. Our buffers are sized from the MTU regardless: the device's own MTU (the
+        // kernel interface, for af_packet and af_xdp) decides.
+        tracing::info!(
+            port = name,
+            mtu,
+            max_rx_pktlen = dev_info.max_rx_pktlen,
+            "the driver reports a smaller largest frame, so DPDK does not set the MTU; buffers are sized for it anyway, the device's own MTU must allow it"
+        );
+    } else if rc < 0 {
+        tracing::warn!(
+            port = name,
+            mtu,
+            "rte_eth_dev_set_mtu: {}",
+            crate::error::strerror(rc)
+        );
+    }
+    rc == 0
+}
+
+/// Set up `cfg`'s RX queues (buffers from `pool`) and TX queues with the driver's defaults.
+fn setup_queues(id: u16, cfg: &PortConfig, pool: &Mempool) -> Result<(), DpdkError> {
+    // SAFETY: valid port id.
+    let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(id) }.max(0) as u32;
+    for q in 0..cfg.rx_queues {
+        // SAFETY: valid port and pool; a NULL rxconf means the driver's defaults.
+        check("rte_eth_rx_queue_setup", unsafe {
+            dpdk_sys::rte_eth_rx_queue_setup(
+                id,
+                q,
+                cfg.rx_desc,
+                socket,
+                std::ptr::null(),
+                pool.as_ptr(),
+            )
+        })?;
+    }
+    for q in 0..cfg.tx_queues {
+        // SAFETY: valid port; a NULL txconf means the driver's defaults.
+        check("rte_eth_tx_queue_setup", unsafe {
+            dpdk_sys::rte_eth_tx_queue_setup(id, q, cfg.tx_desc, socket, std::ptr::null())
+        })?;
+    }
+    Ok(())
 }
 
 impl Drop for PortInner {
