@@ -18,6 +18,10 @@
 //! [`fuses_copy`] say which path runs. Callers that choose between implementations by
 //! calibration (the `netcore::crc` facade) time this crate against the others.
 //!
+//! [`SumKernel`] holds the other kernel of the data path: the RFC 1071 ones-complement sum
+//! of the TCP checksum (AVX-512 and AVX2; the `netcore::csum` facade chooses one and keeps a
+//! portable loop).
+//!
 //! This is the only crate of CPU kernels with `unsafe`: intrinsics need `#[target_feature]`
 //! functions, called only after the features were detected at run time, and raw loads and
 //! stores. The safe functions are sound for any input; [`copy_crc32c_raw`] is for callers
@@ -28,6 +32,8 @@ mod fold;
 pub mod poly;
 #[cfg(target_arch = "x86_64")]
 mod sse42;
+#[cfg(target_arch = "x86_64")]
+mod sum;
 
 /// A CPU probe's answer, cached in `flag` (0: not probed yet; 1: no; 2: yes): `probe` runs
 /// at most once per flag, give or take a race between first callers, which agree. The
@@ -194,6 +200,74 @@ unsafe fn copy_crc_portable(crc: u32, src: *const u8, dst: *mut u8, len: usize) 
         at += n;
     }
     crc
+}
+
+/// A kernel of the RFC 1071 ones-complement sum (the TCP checksum's, RFC 9293 §3.1) with
+/// intrinsics. Callers choose among the ones [`SumKernel::available`] on this CPU, and keep a
+/// portable loop for CPUs without any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SumKernel {
+    /// AVX-512F/BW: three instructions per 64 bytes, aligned loads.
+    Avx512,
+    /// AVX2: three instructions per 32 bytes.
+    Avx2,
+}
+
+impl SumKernel {
+    /// Every kernel, the widest first.
+    pub const ALL: [SumKernel; 2] = [SumKernel::Avx512, SumKernel::Avx2];
+
+    /// The name used in logs and benchmark ids.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SumKernel::Avx512 => "avx512",
+            SumKernel::Avx2 => "avx2",
+        }
+    }
+
+    /// Whether this CPU runs the kernel (probed once).
+    pub fn available(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self {
+                SumKernel::Avx512 => sum::avx512_available(),
+                SumKernel::Avx2 => sum::avx2_available(),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The RFC 1071 sum of `data`: its 16-bit big-endian words (an odd last byte padded with
+    /// zero on the right) added with end-around carry, folded to 16 bits, not complemented
+    /// (0 only for all-zero data). `None` if this CPU does not run the kernel.
+    #[inline]
+    pub fn sum(self, data: &[u8]) -> Option<u16> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (p, n) = (data.as_ptr(), data.len());
+            match self {
+                // SAFETY: the features were detected; `data` is valid for reads of its length.
+                SumKernel::Avx512 if sum::avx512_available() => Some(unsafe { sum::avx512(p, n) }),
+                // SAFETY: as above.
+                SumKernel::Avx2 if sum::avx2_available() => Some(unsafe { sum::avx2(p, n) }),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = data;
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for SumKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[cfg(test)]

@@ -289,3 +289,68 @@ fn assert_copied(out: &[u8], at: usize, msg: &[u8], fill: u8, what: &str) {
         "written around the copy: {what}"
     );
 }
+
+/// RFC 1071 §1's definition: 16-bit big-endian words, an odd last byte padded with zero, added
+/// with end-around carry.
+fn ones_sum_reference(data: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    for c in data.chunks(2) {
+        acc += u64::from(c[0]) << 8 | u64::from(*c.get(1).unwrap_or(&0));
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// Every sum kernel this CPU runs equals the definition at every length 0..=300 and beyond,
+/// at every start offset within a 64-byte block (the AVX-512 kernels' masked first and last
+/// blocks, odd starts), over random bytes and over all-ones bytes (the largest lane sums), and
+/// across the kernels' 1 MiB pieces.
+#[test]
+fn the_sum_kernels_match_the_definition() {
+    let buf = data(200_003 + 128, 3);
+    let ones = vec![0xffu8; (1 << 21) + 300];
+    let zeros = vec![0u8; 300];
+    let check = |k: SumKernel, d: &[u8], what: &str| {
+        assert_eq!(
+            k.sum(d),
+            Some(ones_sum_reference(d)),
+            "{k} {what} len {}",
+            d.len()
+        );
+    };
+    for k in SumKernel::ALL.into_iter().filter(|k| k.available()) {
+        for off in 0..64 {
+            for len in (0..=300).chain([1447, 1448, 1449, 2048, 4096, 8940, 9000, 65543]) {
+                check(k, &buf[off..off + len], &format!("off {off}"));
+            }
+            for len in [0, 1, 63, 64, 65, 1448, 65539] {
+                check(k, &ones[off..off + len], &format!("ones off {off}"));
+            }
+            for len in [0, 1, 2, 64, 200] {
+                assert_eq!(
+                    k.sum(&zeros[off..off + len]),
+                    Some(0),
+                    "{k} zeros off {off}"
+                );
+            }
+        }
+        // Longer than one piece of the AVX-512 kernel (1 MiB), from a few offsets.
+        for off in [0, 1, 2, 63] {
+            check(k, &buf[off..off + 200_003], &format!("off {off}"));
+            for len in [(1 << 20) + 77, 1 << 21] {
+                check(k, &ones[off..off + len], &format!("ones off {off}"));
+            }
+        }
+    }
+}
+
+/// A kernel this CPU does not run answers `None`; `available` and `sum` agree.
+#[test]
+fn the_sum_kernels_report_availability() {
+    for k in SumKernel::ALL {
+        assert_eq!(k.sum(&[1, 2, 3]).is_some(), k.available(), "{k}");
+    }
+    assert_eq!(SumKernel::Avx512.name(), "avx512");
+}
