@@ -333,7 +333,8 @@ impl Port {
         };
         tracing::info!(port = name, id, driver = %info.driver, rss = info.rss, reta_programmed,
             tx_multi_seg = info.tx_multi_seg, rx_scatter = info.rx_scatter,
-            max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac), "port started");
+            max_mtu = info.max_mtu, mac = %fmt_mac(&info.mac),
+            sum_kernel = %netcore::csum::current(), "port started");
         let burst_lock = burst_lock_for(&info.driver, id, name, dev_info.device);
         Ok(Port {
             inner: Arc::new(PortInner {

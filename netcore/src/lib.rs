@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod crc;
+pub mod csum;
 pub mod rng;
 pub mod seq;
 pub mod time;

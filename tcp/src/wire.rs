@@ -461,44 +461,12 @@ impl OutHeader {
 /// carries folded in and not complemented. Sums of even-length pieces combine with
 /// [`combine`].
 ///
-/// Computed as RFC 1071 §2 suggests for speed: 64-bit little-endian words split into their
-/// 32-bit halves, added into eight independent 64-bit accumulators (§2(C), deferred carries:
-/// no overflow below 2^32 words; independent sums keep the adds from waiting on each other and
-/// the loop vectorizes on any x86-64), folded to 16 bits, and byte-swapped at the end (§2(B),
-/// byte-order independence). It runs on every transmitted payload byte and every received
-/// segment.
-///
-/// Compiled twice and chosen at run time by CPU features (`multiversion`): with AVX2 the same
-/// loop runs in 256-bit lanes, about twice as fast at 1448 B on the machines of BENCHMARKS.md.
-/// (With AVX-512 enabled LLVM's code for this loop is slower than with AVX2, so that is not a
-/// target.)
-#[multiversion::multiversion(targets("x86_64+avx2"))]
+/// It runs on every transmitted payload byte and every received segment, so it is
+/// `netcore::csum`'s: a `copycrc` kernel chosen at run time by CPU features (AVX-512, AVX2),
+/// or a portable loop.
+#[inline]
 pub fn ones_complement_sum(data: &[u8]) -> u16 {
-    let mut lo = [0u64; 4];
-    let mut hi = [0u64; 4];
-    let mut blocks = data.chunks_exact(32);
-    for b in &mut blocks {
-        for (i, w) in b.chunks_exact(8).enumerate() {
-            let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-            lo[i] += w & 0xffff_ffff;
-            hi[i] += w >> 32;
-        }
-    }
-    let mut acc: u64 = lo
-        .iter()
-        .chain(&hi)
-        .fold(0, |a, &x| a + (x & 0xffff_ffff) + (x >> 32));
-    let mut words = blocks.remainder().chunks_exact(4);
-    for c in &mut words {
-        acc += u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    // The tail (0-3 bytes) zero-padded to a word: in the little-endian view an odd last byte
-    // is the low half of its 16-bit word, which the final swap makes the high half (RFC 1071).
-    let mut tail = [0u8; 4];
-    let rest = words.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    acc += u64::from(u32::from_le_bytes(tail));
-    fold(acc).swap_bytes()
+    netcore::csum::ones_complement_sum(data)
 }
 
 /// [`ones_complement_sum`] of a TCP or IPv4 header (whole 32-bit words, at most 60 bytes) as plain
