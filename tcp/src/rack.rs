@@ -311,6 +311,12 @@ impl Rack {
         srtt.map_or(w, |s| w.min(s))
     }
 
+    /// Whether some sent segment is still logged (not yet cumulatively acknowledged): without
+    /// one [`Rack::detect_loss`] has nothing to mark and no timer to set.
+    pub(crate) fn has_outstanding(&self) -> bool {
+        !self.segs.is_empty()
+    }
+
     /// RFC 8985 §6.2 step 5: mark lost every undelivered segment sent before the most recently
     /// sent delivered one and older than `RACK.rtt + RACK.reo_wnd`. Returns the bytes newly
     /// marked lost and, if some segments may still turn out lost, when to look again (the
@@ -454,6 +460,23 @@ mod tests {
         r.on_send(1, 101, ms(14));
         assert_eq!(r.lost_bytes(), 100);
         assert_eq!(r.next_lost(), Some((101, 201)));
+    }
+
+    /// Once everything sent is cumulatively acknowledged nothing is outstanding, and loss
+    /// detection (which `rack_detect` then skips) finds nothing and sets no timer.
+    #[test]
+    fn nothing_outstanding_after_the_cumulative_ack() {
+        let mut r = Rack::default();
+        let mut sb = Scoreboard::default();
+        assert!(!r.has_outstanding());
+        r.on_send(1, 101, ms(0));
+        r.on_send(101, 201, ms(1));
+        assert!(r.has_outstanding());
+        r.on_ack(ms(10), 201, &[], &mut sb, 201, 201);
+        r.advance(201);
+        assert!(!r.has_outstanding());
+        let d = r.detect_loss(ms(100), false, 0, None);
+        assert_eq!((d.bytes, d.segs, d.timer), (0, 0, None));
     }
 
     #[test]

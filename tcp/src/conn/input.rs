@@ -755,6 +755,13 @@ impl<B: SegBuf> Connection<B> {
         if !self.rack_on() {
             return;
         }
+        if !self.rack.has_outstanding() {
+            // Nothing sent is unacknowledged (a receiver's ACK of nothing new, on every data
+            // segment it gets): no segment to mark lost, no reordering timer (RFC 8985 §6.2
+            // step 5, §6.3), what `detect_loss` would find, without its window arithmetic.
+            self.reo_at = None;
+            return;
+        }
         let mss = u64::from(self.emss()).max(1);
         let pipe_before = self.pipe();
         let sacked_segs = self.sb.sacked_bytes() / mss;
