@@ -33,14 +33,15 @@ status=0
 cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG" || status=1
 
 # copycrc's paths for x86-64 CPUs without AVX-512 (its `crc32` streams behind the public
-# functions, netcore's choice and calibration with them): valgrind's CPU has SSE4.2 and
-# PCLMULQDQ but no AVX-512, so its tests run there as on such a CPU (and memcheck watches the
+# functions and its AVX2 ones-complement sum; netcore's CRC choice and calibration, and its
+# checksum choice (`csum`), with them): valgrind's CPU has SSE4.2, PCLMULQDQ and AVX2 but no
+# AVX-512, so its tests run there as on such a CPU (and memcheck watches the
 # kernels' raw loads and stores). On an AVX-512 machine nothing else runs these paths.
 if [[ $(uname -m) == x86_64 ]] && command -v valgrind > /dev/null; then
-    stage "copycrc without AVX-512 (copycrc and netcore::crc tests under valgrind)"
+    stage "copycrc without AVX-512 (copycrc, netcore::crc and netcore::csum tests under valgrind)"
     runner="valgrind -q --error-exitcode=9"
     { CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$runner cargo test -p copycrc --lib &&
-        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$runner cargo test -p netcore --lib crc::; } \
+        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=$runner cargo test -p netcore --lib -- crc:: csum::; } \
         2>&1 | tee -a "$LOG" || status=1
 else
     echo "*** SKIPPED copycrc without AVX-512: needs valgrind on x86-64 ***"
