@@ -174,12 +174,14 @@ impl<B: SegBuf> Connection<B> {
             let h = self.base_header();
             return self.emit(now, h, buf, 0..0, src);
         }
-        if std::mem::take(&mut self.sack_owed)
-            && self.state != State::SynSent
-            && (self.rx.has_ooo() || self.dsack.is_some())
-        {
-            let h = self.base_header();
-            return self.emit(now, h, buf, 0..0, src);
+        // Written only when set (as `ack_now` in `emit`): `surely_nothing` reads these flags
+        // together, and a load over a store still in flight stalls (BENCHMARKS.md §4).
+        if self.sack_owed {
+            self.sack_owed = false;
+            if self.state != State::SynSent && (self.rx.has_ooo() || self.dsack.is_some()) {
+                let h = self.base_header();
+                return self.emit(now, h, buf, 0..0, src);
+            }
         }
         match self.pace_wait(now) {
             None => {
@@ -693,7 +695,9 @@ impl<B: SegBuf> Connection<B> {
             self.stats.acks_out += 1;
         }
         if h.ack.is_some() && !h.rst {
-            self.ack_now = false;
+            if self.ack_now {
+                self.ack_now = false;
+            }
             self.unacked_segs = 0;
             self.delack_at = None;
             self.last_ack_sent = self.rcv_nxt;
