@@ -11,7 +11,7 @@
 //! Each word's `0x8000` is added back once at the end (an exact count per block). AVX-512
 //! VNNI's `vpdpwssd` does the multiply-add and the add in one instruction: faster on bytes in
 //! L1, but slower on bytes just stored, as the sender sums them (the loads arrive late and its
-//! 5-cycle accumulation chain becomes the critical path; `cargo bench -p copycrc --bench sum`,
+//! 5-cycle accumulation chain becomes the critical path; `cargo bench -p netcore --bench sum`,
 //! BENCHMARKS.md §4), so it is not used.
 //!
 //! The AVX-512 kernel loads 64-byte blocks aligned to 64 bytes (no load spans two cache lines,

@@ -1,6 +1,6 @@
 //! The RFC 1071 ones-complement sum kernels (`copycrc::SumKernel`) against the portable loop
-//! (`tcp::wire`'s before them: eight 64-bit accumulators, auto-vectorized, AVX2 chosen at run
-//! time by `multiversion`), at a 1448-byte TCP payload and other sizes, three ways:
+//! (`netcore::csum::portable`, `tcp::wire`'s before them: eight 64-bit accumulators,
+//! auto-vectorized, AVX2 chosen at run time by `multiversion`), at a 1448-byte TCP payload and other sizes, three ways:
 //!
 //! - `l1`: the same bytes summed again and again (in L1);
 //! - `l2`: each call a different 1448-byte segment of 128 (~256 KiB, as a receive burst's
@@ -11,42 +11,11 @@
 //! The buffers start 2 bytes past a 64-byte boundary, as a TCP payload does in a frame whose
 //! Ethernet header starts on one (14 + 20 + 32 bytes of headers), unless the id says `al0`.
 //!
-//! `cargo bench -p copycrc --bench sum`
+//! `cargo bench -p netcore --bench sum`
 
 use copycrc::SumKernel;
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
-
-/// The portable loop, as `tcp::wire::ones_complement_sum` had it.
-#[multiversion::multiversion(targets("x86_64+avx2"))]
-fn portable(data: &[u8]) -> u16 {
-    let mut lo = [0u64; 4];
-    let mut hi = [0u64; 4];
-    let mut blocks = data.chunks_exact(32);
-    for b in &mut blocks {
-        for (i, w) in b.chunks_exact(8).enumerate() {
-            let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-            lo[i] += w & 0xffff_ffff;
-            hi[i] += w >> 32;
-        }
-    }
-    let mut acc: u64 = lo
-        .iter()
-        .chain(&hi)
-        .fold(0, |a, &x| a + (x & 0xffff_ffff) + (x >> 32));
-    let mut words = blocks.remainder().chunks_exact(4);
-    for c in &mut words {
-        acc += u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    let mut tail = [0u8; 4];
-    let rest = words.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    acc += u64::from(u32::from_le_bytes(tail));
-    let acc = (acc & 0xffff_ffff) + (acc >> 32);
-    let acc = (acc & 0xffff) + (acc >> 16);
-    let acc = (acc & 0xffff) + (acc >> 16);
-    let acc = (acc & 0xffff) + (acc >> 16);
-    (acc as u16).swap_bytes()
-}
+use netcore::csum::portable;
 
 /// A sum implementation.
 type SumFn = fn(&[u8]) -> u16;
