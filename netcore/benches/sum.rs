@@ -73,8 +73,7 @@ fn sums(c: &mut Criterion) {
             BenchmarkId::new(format!("l2-al{PAYLOAD_AT}/{name}"), 1448),
             |b| {
                 b.iter(|| {
-                    i = (i + 37) % SEGS;
-                    let at = base + i * STRIDE + PAYLOAD_AT;
+                    let at = next_payload(&mut i, base);
                     f(black_box(&buf[at..at + 1448]))
                 })
             },
@@ -84,8 +83,7 @@ fn sums(c: &mut Criterion) {
             BenchmarkId::new(format!("written-al{PAYLOAD_AT}/{name}"), 1448),
             |b| {
                 b.iter(|| {
-                    j = (j + 37) % SEGS;
-                    let at = base + j * STRIDE + PAYLOAD_AT;
+                    let at = next_payload(&mut j, base);
                     let d = &mut buf[at..at + 1448];
                     d.copy_from_slice(black_box(&src));
                     f(black_box(d))
@@ -99,8 +97,7 @@ fn sums(c: &mut Criterion) {
         BenchmarkId::new(format!("written-al{PAYLOAD_AT}/copy-only"), 1448),
         |b| {
             b.iter(|| {
-                j = (j + 37) % SEGS;
-                let at = base + j * STRIDE + PAYLOAD_AT;
+                let at = next_payload(&mut j, base);
                 let d = &mut buf[at..at + 1448];
                 d.copy_from_slice(black_box(&src));
                 black_box(d);
@@ -108,6 +105,13 @@ fn sums(c: &mut Criterion) {
         },
     );
     g.finish();
+}
+
+/// The offset of the next segment's payload: segment `*i` advanced by 37 (of `SEGS`, so
+/// consecutive calls do not walk memory in order).
+fn next_payload(i: &mut usize, base: usize) -> usize {
+    *i = (*i + 37) % SEGS;
+    base + *i * STRIDE + PAYLOAD_AT
 }
 
 criterion_group!(benches, sums);

@@ -145,8 +145,10 @@ pub fn portable(data: &[u8]) -> u16 {
 
 /// End-around-carry fold of a sum of 16-bit words to 16 bits (RFC 1071 §2(C)), without a
 /// loop: 2^32 and 2^16 are both 1 modulo 0xffff, so each step keeps the value modulo 0xffff
-/// and a non-zero sum stays non-zero.
-fn fold(acc: u64) -> u16 {
+/// and a non-zero sum stays non-zero; four steps bring any u64 below 2^16, to the one value
+/// in 0..=0xffff (0 only for a zero sum) the repeated fold reaches. `tcp::wire` folds its
+/// header and pseudo-header sums with it too.
+pub fn fold(acc: u64) -> u16 {
     let acc = (acc & 0xffff_ffff) + (acc >> 32); // < 2^33
     let acc = (acc & 0xffff) + (acc >> 16); // < 2^17 + 2^16
     let acc = (acc & 0xffff) + (acc >> 16); // <= 0xffff + 2

@@ -562,17 +562,8 @@ pub fn combine(a: u16, b: u16) -> u16 {
 }
 
 /// End-around-carry fold of a sum of 16- or 32-bit big-endian words to 16 bits (RFC 1071
-/// §2(C)), without a loop: 2^32 and 2^16 are both 1 modulo 0xffff, so each step keeps the
-/// value modulo 0xffff and a non-zero sum stays non-zero; four steps bring any u64 below
-/// 2^16, to the one value in 0..=0xffff (0 only for a zero sum) the repeated fold reaches.
-pub(crate) fn fold(acc: u64) -> u16 {
-    let acc = (acc & 0xffff_ffff) + (acc >> 32); // < 2^33
-    let acc = (acc & 0xffff) + (acc >> 16); // < 2^17 + 2^16
-    let acc = (acc & 0xffff) + (acc >> 16); // <= 0xffff + 2
-    let acc = (acc & 0xffff) + (acc >> 16); // <= 0xffff
-    // Truncation impossible: at most 0xffff after the steps above.
-    acc as u16
-}
+/// §2(C)): `netcore::csum`'s, which the payload sums use.
+pub(crate) use netcore::csum::fold;
 
 /// The IPv4 pseudo-header for TCP (RFC 9293 §3.1) as a sum of 32-bit words, not folded: the
 /// addresses, the protocol and the TCP length.
