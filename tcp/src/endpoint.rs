@@ -15,7 +15,7 @@ use crate::conn::{Connection, SegBuf, Segment, SendSource, SockAddr, Transmit};
 use crate::cookie::{self, CookieJar, CookieOpts};
 use crate::isn::IsnGenerator;
 use crate::stats::TcpStats;
-use crate::wire::{OutHeader, SegError, SegmentHeader, parse_segment};
+use crate::wire::{OutHeader, SegError, SegmentHeader, parse_segment_into};
 
 /// A connection inside an [`Endpoint`]: its slot and the slot's generation. Slots are reused
 /// after [`Endpoint::reap`]; the generation changes each time, so a handle kept after its
@@ -252,8 +252,11 @@ impl<B: SegBuf> Endpoint<B> {
         buf: B,
         range: Range<usize>,
     ) -> Dispatch {
-        let h = match parse_segment(buf.as_ref(), range, src, dst, self.cfg.checksum) {
-            Ok(h) => h,
+        // Parsed in place and handed to the connection by reference: no copy of the header
+        // (`parse_segment_into`).
+        let mut h = SegmentHeader::default();
+        match parse_segment_into(buf.as_ref(), range, src, dst, self.cfg.checksum, &mut h) {
+            Ok(()) => {}
             Err(SegError::BadChecksum) => {
                 tracing::trace!(%src, "tcp segment with bad checksum dropped");
                 self.stats.bad_checksum += 1;
@@ -282,7 +285,7 @@ impl<B: SegBuf> Endpoint<B> {
         {
             let before = c.ooo_segments();
             c.set_ooo_budget(budget.saturating_sub(held));
-            c.handle_segment(now, Segment { header: h, buf });
+            c.handle_parsed(now, &h, buf);
             let after = c.ooo_segments();
             self.ooo_held = (held + after).saturating_sub(before);
             self.last_tuple = Some((key, hd));

@@ -33,7 +33,16 @@ pub(crate) fn rst_for(h: &SegmentHeader) -> Option<OutHeader> {
 impl<B: SegBuf> Connection<B> {
     /// Process one received segment addressed to this connection.
     pub fn handle_segment(&mut self, now: Instant, seg: Segment<B>) {
-        let Segment { header: h, buf } = seg;
+        let Segment { header, buf } = seg;
+        self.handle_parsed(now, &header, buf);
+    }
+
+    /// [`Connection::handle_segment`] with the header by reference: the endpoint's receive
+    /// path hands over the header that `parse_segment_into` has just written field by field,
+    /// without copying it into a [`Segment`] first (a copy in 16-byte words right after those
+    /// narrower stores waits for them to reach the cache: store forwarding fails, ~6 ns a
+    /// segment, issue #8). Its fields are read one by one here.
+    pub fn handle_parsed(&mut self, now: Instant, h: &SegmentHeader, buf: B) {
         self.stats.segs_in += 1;
         self.last_rx = now;
         if self.state == State::FinWait2 {
@@ -44,7 +53,7 @@ impl<B: SegBuf> Connection<B> {
         match self.state {
             State::Closed => {
                 // RFC 9293 §3.10.7.1: CLOSED answers with a reset.
-                if let Some(r) = rst_for(&h) {
+                if let Some(r) = rst_for(h) {
                     self.push_ctl(r);
                 }
             }
@@ -60,7 +69,7 @@ impl<B: SegBuf> Connection<B> {
     }
 
     /// RFC 9293 §3.10.7.3 SYN-SENT.
-    fn rx_syn_sent(&mut self, now: Instant, h: SegmentHeader) {
+    fn rx_syn_sent(&mut self, now: Instant, h: &SegmentHeader) {
         let mut ack_ok = false;
         if let Some(ack) = h.ack {
             // Acceptable iff ISS < SEG.ACK <= SND.NXT.
@@ -91,7 +100,7 @@ impl<B: SegBuf> Connection<B> {
         }
         self.irs = h.seq;
         self.rcv_nxt = 1;
-        self.take_syn_options(&h);
+        self.take_syn_options(h);
         if let Some((tsval, _)) = h.timestamp {
             self.ts_recent = tsval;
         }
@@ -135,8 +144,9 @@ impl<B: SegBuf> Connection<B> {
     }
 
     /// RFC 9293 §3.10.7.4: SYN-RECEIVED and the synchronized states.
-    fn rx_synchronized(&mut self, now: Instant, mut h: SegmentHeader, buf: B) {
-        if self.state == State::SynReceived && h.syn && h.seq == self.irs && !h.rst {
+    fn rx_synchronized(&mut self, now: Instant, h: &SegmentHeader, buf: B) {
+        let without_syn;
+        let h = if self.state == State::SynReceived && h.syn && h.seq == self.irs && !h.rst {
             if h.ack.is_none() {
                 // A retransmitted SYN: our SYN-ACK was lost, send it again.
                 self.snd_nxt = 0;
@@ -145,9 +155,17 @@ impl<B: SegBuf> Connection<B> {
             }
             // Simultaneous open (RFC 9293 §3.5 figure 8): the peer's SYN-ACK repeats the SYN
             // we already have; drop the SYN and process the rest as the handshake's ACK.
-            h.syn = false;
-            h.seq = h.seq + 1u32;
-        }
+            without_syn = SegmentHeader {
+                syn: false,
+                seq: h.seq + 1u32,
+                ..h.clone()
+            };
+            &without_syn
+        } else {
+            h
+        };
+        // The FIN, unless the text it follows is trimmed to the window (below).
+        let mut fin = h.fin;
         // RFC 7323 §5.3 R1: PAWS.
         if self.ts_ok
             && !h.rst
@@ -183,7 +201,7 @@ impl<B: SegBuf> Connection<B> {
                     let e = (self.rcv_nxt as i64 + off + plen).max(0) as u64;
                     self.note_dsack(s, e.min(self.rcv_nxt));
                 }
-                if self.state == State::TimeWait && h.fin {
+                if self.state == State::TimeWait && fin {
                     // RFC 9293 §3.10.7.4 eighth: a retransmitted FIN restarts the 2 MSL wait.
                     self.timewait_at = Some(now + self.cfg.time_wait);
                 }
@@ -249,7 +267,7 @@ impl<B: SegBuf> Connection<B> {
         {
             self.ts_recent = tsval;
         }
-        self.process_ack(now, ack_abs as u64, &h);
+        self.process_ack(now, ack_abs as u64, h);
         if self.state == State::Closed {
             return;
         }
@@ -268,15 +286,15 @@ impl<B: SegBuf> Connection<B> {
                     // Trim to the window; a FIN past the window is not accepted.
                     let excess = (start + plen as i64 - end_limit) as usize;
                     range.end -= excess.min(range.len());
-                    h.fin = false;
+                    fin = false;
                 }
                 self.process_text(now, start, buf, range);
             } else {
-                h.fin = false;
+                fin = false;
             }
         }
         // Eighth: FIN.
-        if h.fin {
+        if fin {
             let fin_at = seg_start + plen as i64;
             if fin_at >= self.rcv_nxt as i64 && self.rcv_fin.is_none() {
                 self.rcv_fin = Some(fin_at as u64);
