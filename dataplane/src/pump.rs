@@ -18,9 +18,9 @@
 //! port's RX and TX paths goes to the pool's shared ring, ~8 % of a 64 KiB `write_bw`
 //! sender). [`leave_current_thread`] drops the registration; a thread that exits drops it too.
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, TryLockError};
+use std::cell::{RefCell, UnsafeCell};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::Thread;
 
 use crate::clock::TscClock;
@@ -97,10 +97,121 @@ fn register_current_thread(eal: &Eal) {
     });
 }
 
+/// The loop's lock: taken only by trying ([`LoopLock::try_lock`]: one compare-exchange),
+/// released by one store. A `std::sync::Mutex` releases with an atomic swap (to wake
+/// waiters, and nobody waits here), and the application's poll of an idle loop paid both
+/// atomics each turn (the swap alone was a quarter of [`Pump::poll`]'s samples on the Xeon of
+/// BENCHMARKS.md §4, issue #8). Poisoned, as a `Mutex` is, when a holder panics.
+struct LoopLock {
+    held: AtomicBool,
+    poisoned: AtomicBool,
+    lcore: UnsafeCell<Option<Lcore>>,
+}
+
+// SAFETY: the `Lcore` is reached only through a `LoopGuard`, and at most one exists at a time
+// (`held` is set by a compare-exchange with Acquire and cleared by its guard with Release), so
+// the loop passes from thread to thread as through a `Mutex`, which needs only `Lcore: Send`.
+#[allow(unsafe_code)]
+unsafe impl Sync for LoopLock {}
+
+/// Why [`LoopLock::try_lock`] gave no guard.
+#[derive(Debug, PartialEq, Eq)]
+enum Locked {
+    /// Another thread holds the loop.
+    Busy,
+    /// A holder panicked: the loop is left alone.
+    Poisoned,
+}
+
+impl LoopLock {
+    fn new(lcore: Option<Lcore>) -> LoopLock {
+        LoopLock {
+            held: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            lcore: UnsafeCell::new(lcore),
+        }
+    }
+
+    /// The loop, unless another thread holds it or a holder panicked; never waits.
+    #[inline]
+    fn try_lock(&self) -> Result<LoopGuard<'_>, Locked> {
+        let g = self.take()?;
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Locked::Poisoned); // `g` lets go
+        }
+        Ok(g)
+    }
+
+    /// The loop, poisoned or not, once no other thread holds it (yielding meanwhile): for the
+    /// dataplane thread's start and end.
+    fn lock(&self) -> LoopGuard<'_> {
+        loop {
+            if let Ok(g) = self.take() {
+                return g;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    #[inline]
+    fn take(&self) -> Result<LoopGuard<'_>, Locked> {
+        self.held
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .map(|_| LoopGuard { lock: self })
+            .map_err(|_| Locked::Busy)
+    }
+}
+
+impl std::fmt::Debug for LoopLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopLock")
+            .field("held", &self.held)
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The held loop of a [`LoopLock`]; lets go when dropped.
+struct LoopGuard<'a> {
+    lock: &'a LoopLock,
+}
+
+impl std::ops::Deref for LoopGuard<'_> {
+    type Target = Option<Lcore>;
+
+    #[inline]
+    #[allow(unsafe_code)]
+    fn deref(&self) -> &Option<Lcore> {
+        // SAFETY: this guard holds the lock (`held`), so nothing else reaches the cell until
+        // it is dropped, and the reference does not outlive the borrow of the guard.
+        unsafe { &*self.lock.lcore.get() }
+    }
+}
+
+impl std::ops::DerefMut for LoopGuard<'_> {
+    #[inline]
+    #[allow(unsafe_code)]
+    fn deref_mut(&mut self) -> &mut Option<Lcore> {
+        // SAFETY: as for `deref`; the guard is borrowed mutably, so this is the only
+        // reference into the cell.
+        unsafe { &mut *self.lock.lcore.get() }
+    }
+}
+
+impl Drop for LoopGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.lock.poisoned.store(true, Ordering::Relaxed);
+        }
+        self.lock.held.store(false, Ordering::Release);
+    }
+}
+
 /// One dataplane loop that the application may step ([`Pump::poll`]).
 #[derive(Debug)]
 pub struct Pump {
-    lcore: Mutex<Option<Lcore>>,
+    lcore: LoopLock,
     clock: TscClock,
     /// The application's last poll (clock nanoseconds; 0: never, or handed back).
     app_polled: AtomicU64,
@@ -115,7 +226,7 @@ impl Pump {
     /// the loop. `clock` is the loop's own (its setup's: the steps run at its readings).
     pub fn new(clock: TscClock, core: Option<usize>) -> Pump {
         Pump {
-            lcore: Mutex::new(None),
+            lcore: LoopLock::new(None),
             clock,
             app_polled: AtomicU64::new(0),
             core,
@@ -150,8 +261,8 @@ impl Pump {
                     l.step_at(now)
                 })
                 .is_some(),
-            // A panic on the loop's thread: leave the loop alone.
-            Err(TryLockError::Poisoned(_)) | Err(TryLockError::WouldBlock) => {
+            // Busy, or a panic on the loop's thread: leave the loop alone.
+            Err(Locked::Busy | Locked::Poisoned) => {
                 mark(self.clock.now());
                 false
             }
@@ -184,7 +295,7 @@ pub fn run(lcore: Lcore, pump: &Pump, shared: &SharedLcoreStats) -> LcoreReport 
     if let Err(e) = set_timer_slack(PARK_SLACK) {
         tracing::debug!("dataplane thread keeps the default timer slack: {e}");
     }
-    *pump.lcore.lock().unwrap_or_else(|e| e.into_inner()) = Some(lcore);
+    *pump.lcore.lock() = Some(lcore);
     let _ = pump.thread.set(std::thread::current());
     let mut turns = 0u64;
     let mut parks = ParkBackoff::default();
@@ -210,14 +321,14 @@ pub fn run(lcore: Lcore, pump: &Pump, shared: &SharedLcoreStats) -> LcoreReport 
                 }
                 idle
             }
-            Err(TryLockError::WouldBlock) => true,
-            Err(TryLockError::Poisoned(_)) => break,
+            Err(Locked::Busy) => true,
+            Err(Locked::Poisoned) => break,
         };
         if idle && idle_yield {
             std::thread::yield_now();
         }
     }
-    let l = pump.lcore.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let l = pump.lcore.lock().take();
     match l {
         Some(l) => l.finish(shared),
         None => LcoreReport::default(),
@@ -311,6 +422,34 @@ mod tests {
         });
         assert_eq!(t.join().unwrap(), 4_000_000);
         assert_eq!(timer_slack_ns(), before);
+    }
+
+    /// One holder at a time; a guard's drop lets go; a holder's panic poisons the lock for
+    /// `try_lock` (the loop is left alone) but not for `lock` (the thread's start and end).
+    #[test]
+    fn the_loop_lock_has_one_holder_and_is_poisoned_by_a_panic() {
+        let l = std::sync::Arc::new(LoopLock::new(None));
+        let g = l.try_lock().expect("free");
+        assert_eq!(l.try_lock().err(), Some(Locked::Busy));
+        assert!(g.is_none());
+        drop(g);
+        assert!(l.try_lock().is_ok());
+        let l2 = l.clone();
+        let r = std::thread::spawn(move || {
+            let _g = l2.try_lock().expect("free");
+            panic!("a step panics");
+        })
+        .join();
+        assert!(r.is_err());
+        assert_eq!(l.try_lock().err(), Some(Locked::Poisoned));
+        assert_eq!(
+            l.try_lock().err(),
+            Some(Locked::Poisoned),
+            "still, and not held"
+        );
+        let g = l.lock();
+        assert_eq!(l.try_lock().err(), Some(Locked::Busy));
+        drop(g);
     }
 
     #[test]
