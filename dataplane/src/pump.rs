@@ -18,10 +18,12 @@
 //! port's RX and TX paths goes to the pool's shared ring, ~8 % of a 64 KiB `write_bw`
 //! sender). [`leave_current_thread`] drops the registration; a thread that exits drops it too.
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::Thread;
+
+use spin::mutex::{SpinMutex, SpinMutexGuard};
 
 use crate::clock::TscClock;
 use crate::eal::{Eal, LcoreThread};
@@ -98,21 +100,15 @@ fn register_current_thread(eal: &Eal) {
 }
 
 /// The loop's lock: taken only by trying ([`LoopLock::try_lock`]: one compare-exchange),
-/// released by one store. A `std::sync::Mutex` releases with an atomic swap (to wake
-/// waiters, and nobody waits here), and the application's poll of an idle loop paid both
-/// atomics each turn (the swap alone was a quarter of [`Pump::poll`]'s samples on the Xeon of
-/// BENCHMARKS.md §4, issue #8). Poisoned, as a `Mutex` is, when a holder panics.
+/// released by one store (`spin`'s `SpinMutex`). A `std::sync::Mutex` releases with an atomic
+/// swap (to wake waiters, and nobody waits here), and the application's poll of an idle loop
+/// paid both atomics each turn (the swap alone was a quarter of [`Pump::poll`]'s samples on the
+/// Xeon of BENCHMARKS.md §4, issue #8). Poisoned, as a `Mutex` is, when a holder panics.
+#[derive(Debug)]
 struct LoopLock {
-    held: AtomicBool,
+    lcore: SpinMutex<Option<Lcore>>,
     poisoned: AtomicBool,
-    lcore: UnsafeCell<Option<Lcore>>,
 }
-
-// SAFETY: the `Lcore` is reached only through a `LoopGuard`, and at most one exists at a time
-// (`held` is set by a compare-exchange with Acquire and cleared by its guard with Release), so
-// the loop passes from thread to thread as through a `Mutex`, which needs only `Lcore: Send`.
-#[allow(unsafe_code)]
-unsafe impl Sync for LoopLock {}
 
 /// Why [`LoopLock::try_lock`] gave no guard.
 #[derive(Debug, PartialEq, Eq)]
@@ -126,9 +122,8 @@ enum Locked {
 impl LoopLock {
     fn new(lcore: Option<Lcore>) -> LoopLock {
         LoopLock {
-            held: AtomicBool::new(false),
+            lcore: SpinMutex::new(lcore),
             poisoned: AtomicBool::new(false),
-            lcore: UnsafeCell::new(lcore),
         }
     }
 
@@ -136,6 +131,8 @@ impl LoopLock {
     #[inline]
     fn try_lock(&self) -> Result<LoopGuard<'_>, Locked> {
         let g = self.take()?;
+        // Relaxed: a panicking holder stored it before its guard's Release unlock, which the
+        // Acquire of `take` follows.
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Locked::Poisoned); // `g` lets go
         }
@@ -155,56 +152,46 @@ impl LoopLock {
 
     #[inline]
     fn take(&self) -> Result<LoopGuard<'_>, Locked> {
-        self.held
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .map(|_| LoopGuard { lock: self })
-            .map_err(|_| Locked::Busy)
+        match self.lcore.try_lock() {
+            Some(held) => Ok(LoopGuard {
+                held,
+                poisoned: &self.poisoned,
+            }),
+            None => Err(Locked::Busy),
+        }
     }
 }
 
-impl std::fmt::Debug for LoopLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoopLock")
-            .field("held", &self.held)
-            .field("poisoned", &self.poisoned)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The held loop of a [`LoopLock`]; lets go when dropped.
+/// The held loop of a [`LoopLock`]; lets go when dropped (after marking the lock poisoned
+/// if its holder is panicking).
 struct LoopGuard<'a> {
-    lock: &'a LoopLock,
+    held: SpinMutexGuard<'a, Option<Lcore>>,
+    poisoned: &'a AtomicBool,
 }
 
 impl std::ops::Deref for LoopGuard<'_> {
     type Target = Option<Lcore>;
 
     #[inline]
-    #[allow(unsafe_code)]
     fn deref(&self) -> &Option<Lcore> {
-        // SAFETY: this guard holds the lock (`held`), so nothing else reaches the cell until
-        // it is dropped, and the reference does not outlive the borrow of the guard.
-        unsafe { &*self.lock.lcore.get() }
+        &self.held
     }
 }
 
 impl std::ops::DerefMut for LoopGuard<'_> {
     #[inline]
-    #[allow(unsafe_code)]
     fn deref_mut(&mut self) -> &mut Option<Lcore> {
-        // SAFETY: as for `deref`; the guard is borrowed mutably, so this is the only
-        // reference into the cell.
-        unsafe { &mut *self.lock.lcore.get() }
+        &mut self.held
     }
 }
 
 impl Drop for LoopGuard<'_> {
     #[inline]
     fn drop(&mut self) {
+        // Runs before `held` is dropped, so the mark precedes the unlock's Release.
         if std::thread::panicking() {
-            self.lock.poisoned.store(true, Ordering::Relaxed);
+            self.poisoned.store(true, Ordering::Relaxed);
         }
-        self.lock.held.store(false, Ordering::Release);
     }
 }
 
