@@ -1,6 +1,7 @@
 //! CRC32c alone and fused with a copy, against `crc-fast`, the `crc32c` crate and a plain copy,
 //! at FPDU sizes (MTU 1500 and 9000) and a small and a large message; the three-stream kernel
-//! of CPUs without AVX-512 against the `crc32c` crate's CRC and a copy.
+//! of CPUs without AVX-512 against the `crc32c` crate's CRC and a copy; the copy with the CRC
+//! and the RFC 1071 sum in one pass against the copy with the CRC and then the sum.
 //!
 //! `cargo bench -p copycrc --bench kernels`
 //!
@@ -52,6 +53,21 @@ fn kernels(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("copy_crc32c", len), src, |b, s| {
             b.iter(|| copycrc::copy_crc32c(0, black_box(s), dst))
         });
+        // The sender's two passes (copy with the CRC, then the TCP checksum's sum of the bytes
+        // written) against the one that also sums.
+        if let Some(k) = copycrc::SumKernel::ALL.into_iter().find(|k| k.available()) {
+            g.bench_with_input(BenchmarkId::new("copy_crc32c+sum", len), src, |b, s| {
+                b.iter(|| {
+                    let c = copycrc::copy_crc32c(0, black_box(s), dst);
+                    (c, k.sum(black_box(&*dst)))
+                })
+            });
+        }
+        if copycrc::fuses_sum() {
+            g.bench_with_input(BenchmarkId::new("copy_crc32c_sum", len), src, |b, s| {
+                b.iter(|| copycrc::copy_crc32c_sum(0, black_box(s), dst))
+            });
+        }
         // CPUs without AVX-512: the three-stream kernel, against what the `crc32c` crate does
         // for a copy (`netcore::crc::CrcImpl::copy_append`: the CRC of the source, then the copy).
         if copycrc::copy_crc32c_streams(0, src, dst).is_some() {

@@ -372,3 +372,104 @@ fn reduce512(x: __m512i) -> __m128i {
     let h = _mm256_xor_si256(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64::<1>(t));
     _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
 }
+
+/// Bytes per [`copy_crc_sum`] call: the sum's 32-bit lanes stay below 2^31 in magnitude (each
+/// 64-byte block adds at most 2 * 0x8000 to a lane) for 32768 blocks; half of that.
+pub(crate) const SUM_CHUNK: usize = 1 << 20;
+
+/// One 64-byte block's words added to the sum's lanes: each little-endian word `w` as
+/// `w - 0x8000` (its sign bit flipped, read as signed), pairs summed by `vpmaddwd` (the
+/// technique of [`crate::sum`]); 32 words of `0x8000` per block are added back at the end.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn sum_block(acc: __m512i, v: __m512i) -> __m512i {
+    let flip = _mm512_set1_epi16(i16::MIN);
+    let ones = _mm512_set1_epi16(1);
+    _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_xor_si512(v, flip), ones))
+}
+
+/// The CRC register after `len` bytes at `src`, from register `state`, copying them to `dst`,
+/// and the RFC 1071 sum of the same bytes: their little-endian 16-bit words paired from `src`
+/// (an odd last byte padded with zero), unfolded. Every byte is loaded once; the copy, the CRC
+/// and the sum are of the values in the registers. The blocks before the last partial one
+/// run as [`folded`]'s (the sum's three instructions per block beside the folds); the last
+/// 0-63 bytes are loaded and stored with a mask, and their CRC taken from a copy on the stack.
+///
+/// # Safety
+/// The CPU has the features of [`available`] and AVX-512BW; `src` is valid for reads and `dst`
+/// for writes of `len` bytes; the ranges do not overlap; `len <= SUM_CHUNK`.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,vpclmulqdq,pclmulqdq,sse4.2")]
+pub(crate) unsafe fn copy_crc_sum(
+    state: u32,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) -> (u32, u64) {
+    let mut s = _mm512_setzero_si512();
+    let mut at = 0;
+    let mut state = state;
+    if len >= 64 {
+        let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(state as i32));
+        let mut x = if len >= 512 {
+            // SAFETY: len >= 512.
+            let mut acc = unsafe { first8::<true>(0, src, dst) };
+            for a in &acc {
+                s = sum_block(s, *a);
+            }
+            acc[0] = _mm512_xor_si512(acc[0], seed);
+            at = 512;
+            let k = splat(K512B);
+            while at + 512 <= len {
+                for (i, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: at + 64 i + 64 <= at + 512 <= len.
+                    let y = unsafe { block::<true>(src, dst, at + 64 * i) };
+                    s = sum_block(s, y);
+                    *a = fold512(*a, k, y);
+                }
+                at += 512;
+            }
+            merge8(acc)
+        } else {
+            // SAFETY: len >= 64.
+            let y = unsafe { block::<true>(src, dst, 0) };
+            s = sum_block(s, y);
+            at = 64;
+            _mm512_xor_si512(y, seed)
+        };
+        let k = splat(K64B);
+        while at + 64 <= len {
+            // SAFETY: at + 64 <= len.
+            let y = unsafe { block::<true>(src, dst, at) };
+            s = sum_block(s, y);
+            x = fold512(x, k, y);
+            at += 64;
+        }
+        // The state of the bytes before `at`, as a register: the tail below continues it.
+        let v = reduce512(x);
+        state = register(v);
+    }
+    let mut blocks = at / 64;
+    let rest = len - at;
+    if rest > 0 {
+        let m: u64 = (1u64 << rest) - 1;
+        // SAFETY: the mask selects bytes [at, len) only: masked-out bytes are neither read
+        // nor written (and cannot fault).
+        let v = unsafe { _mm512_maskz_loadu_epi8(m, src.add(at).cast::<i8>()) };
+        // SAFETY: as above, for the destination.
+        unsafe { _mm512_mask_storeu_epi8(dst.add(at).cast::<i8>(), m, v) };
+        s = sum_block(s, v);
+        blocks += 1;
+        let mut tail = [0u8; 64];
+        // SAFETY: `tail` is ours, 64 bytes.
+        unsafe { _mm512_storeu_si512(tail.as_mut_ptr().cast(), v) };
+        // SAFETY: `tail` holds the `rest` bytes; nothing is written (no copy).
+        state = unsafe {
+            crate::sse42::words::<false>(state, tail.as_ptr(), std::ptr::null_mut(), 0, rest)
+        };
+    }
+    let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(s));
+    let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(s));
+    let t = _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
+    // Exact: each of the 32 words per block was added as w - 0x8000.
+    (state, (t + ((blocks as i64) << 20)) as u64)
+}

@@ -179,6 +179,74 @@ pub unsafe fn copy_crc32c_raw(crc: u32, src: *const u8, dst: *mut u8, len: usize
     unsafe { copy_crc_portable(crc, src, dst, len) }
 }
 
+/// Whether [`copy_crc32c_sum_raw`] runs its fused kernel on this CPU (the folding kernels'
+/// features and AVX-512BW): the copy, the CRC32c and the RFC 1071 sum in one pass. Otherwise
+/// it returns `None` and callers keep a copy with the CRC and a sum pass of their own.
+pub fn fuses_sum() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        fold::available() && sum::avx512_available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// [`copy_crc32c`] that also returns the RFC 1071 sum of the bytes copied (big-endian words
+/// from `src`'s first byte, an odd last byte padded with zero, folded to 16 bits, not
+/// complemented: [`SumKernel::sum`]'s value), all in one pass; `None` (nothing copied) where
+/// [`fuses_sum`] is false.
+///
+/// # Panics
+/// If `dst` is shorter than `src`.
+#[inline]
+pub fn copy_crc32c_sum(crc: u32, src: &[u8], dst: &mut [u8]) -> Option<(u32, u16)> {
+    check_room(src, dst);
+    // SAFETY: src is valid for reads and dst for writes of src.len() bytes (checked above);
+    // a `&[u8]` and a `&mut [u8]` cannot overlap.
+    unsafe { copy_crc32c_sum_raw(crc, src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
+/// [`copy_crc32c_sum`] over raw pointers (memory shared with another process, as
+/// [`copy_crc32c_raw`]). Each source byte is read once: the CRC and the sum cover the values
+/// copied, even if another process changes the source meanwhile. `None`, nothing read or
+/// written, where [`fuses_sum`] is false.
+///
+/// # Safety
+/// As [`copy_crc32c_raw`].
+#[inline]
+pub unsafe fn copy_crc32c_sum_raw(
+    crc: u32,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) -> Option<(u32, u16)> {
+    #[cfg(target_arch = "x86_64")]
+    if fuses_sum() {
+        let mut state = !crc;
+        let mut acc = 0u64;
+        let mut at = 0;
+        // Pieces of SUM_CHUNK bytes (even): each starts on a word boundary of the whole.
+        loop {
+            let n = (len - at).min(fold::SUM_CHUNK);
+            // SAFETY: the features were detected; [at, at + n) lies inside both ranges
+            // (caller), n <= SUM_CHUNK.
+            let (r, s) = unsafe { fold::copy_crc_sum(state, src.add(at), dst.add(at), n) };
+            state = r;
+            acc += s;
+            at += n;
+            if at == len {
+                break;
+            }
+        }
+        // Words paired little-endian: the byte-swapped sum (RFC 1071 §2(B)).
+        return Some((state ^ !0, sum::fold(acc).swap_bytes()));
+    }
+    let _ = (crc, src, dst, len);
+    None
+}
+
 /// [`copy_crc32c_raw`] without the kernels: through a buffer of our own, so that each source
 /// byte is read once and the CRC covers exactly the bytes written, and no reference is formed
 /// over either range (either may be memory another process writes).

@@ -52,7 +52,7 @@ pub(crate) fn avx2_available() -> bool {
 /// End-around-carry fold of a sum of 16-bit words to 16 bits (RFC 1071 §2(C)): 0 only for a
 /// zero sum.
 #[inline]
-fn fold(acc: u64) -> u16 {
+pub(crate) fn fold(acc: u64) -> u16 {
     let acc = (acc & 0xffff_ffff) + (acc >> 32);
     let acc = (acc & 0xffff) + (acc >> 16);
     let acc = (acc & 0xffff) + (acc >> 16);

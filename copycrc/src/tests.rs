@@ -354,3 +354,54 @@ fn the_sum_kernels_report_availability() {
     }
     assert_eq!(SumKernel::Avx512.name(), "avx512");
 }
+
+/// The fused copy, CRC and sum equals the references (the `crc32c` crate, RFC 1071 §1's
+/// definition) and copies byte for byte, writing nothing around: every length 0..=2100 from
+/// every start offset within a 64-byte block (destination offsets varied too), random and
+/// all-ones bytes (the largest lane sums), and across its 1 MiB pieces.
+#[test]
+fn the_fused_sum_matches_the_references() {
+    if !fuses_sum() {
+        let mut out = [0u8; 4];
+        assert_eq!(copy_crc32c_sum(0, &[1, 2, 3], &mut out), None);
+        assert_eq!(out, [0; 4], "nothing written without the kernel");
+        return;
+    }
+    let buf = data(2100 + 64, 4);
+    let ones = vec![0xffu8; 2100 + 64];
+    let mut out = vec![0u8; 2100 + 130];
+    let mut check = |d: &[u8], crc: u32, doff: usize, what: &str| {
+        let fill = (d.len() as u8) ^ 0x5a;
+        out.fill(fill);
+        let got = copy_crc32c_sum(crc, d, &mut out[doff..]);
+        let want = (::crc32c::crc32c_append(crc, d), ones_sum_reference(d));
+        assert_eq!(got, Some(want), "{what} len {} doff {doff}", d.len());
+        assert_copied(&out, doff, d, fill, what);
+    };
+    for off in 0..64 {
+        for len in 0..=2100 {
+            let crc = [0u32, !0, 0x1234_5678][len % 3];
+            check(
+                &buf[off..off + len],
+                crc,
+                (off * 7 + len) % 64,
+                &format!("off {off}"),
+            );
+        }
+        for len in [0, 1, 63, 64, 65, 511, 512, 513, 1448, 2100] {
+            check(&ones[off..off + len], 0, off, &format!("ones off {off}"));
+        }
+    }
+    // Longer than a piece (1 MiB): the CRC and the sum carry over.
+    let long = data((1 << 21) + 300, 5);
+    let ff = vec![0xffu8; (1 << 21) + 300];
+    let mut out = vec![0u8; (1 << 21) + 300];
+    for off in [0, 1, 63] {
+        for d in [&long[off..], &ff[off..], &long[off..off + (1 << 20) + 77]] {
+            let got = copy_crc32c_sum(7, d, &mut out);
+            let want = (::crc32c::crc32c_append(7, d), ones_sum_reference(d));
+            assert_eq!(got, Some(want), "long off {off} len {}", d.len());
+            assert_eq!(&out[..d.len()], d);
+        }
+    }
+}
