@@ -220,26 +220,43 @@ pub(crate) fn emit_zero_copy(
             return Emitted::NoMbuf;
         }
     } else {
-        let Some(p) = m.resize(total).and_then(|f| f.get_mut(head..)) else {
+        let Some((front, p)) = m
+            .resize(total)
+            .filter(|f| f.len() >= head)
+            .map(|f| f.split_at_mut(head))
+        else {
             return Emitted::NoMbuf;
         };
         if copy {
             // The payload's sum (the header's is in the field) comes later, and so do the
-            // CRCs unless the copy computes them.
-            let crcs = if !log.fuses() {
+            // CRCs unless the copy computes them; where the copy also sums
+            // ([`TxLog::fuses_sum`]) and met no cut FPDU, the frame is finished here.
+            let (crcs, sum) = if !log.fuses() {
                 log.read_unsealed(t.payload.start, p);
-                Missing::All
+                (Missing::All, None)
+            } else if log.fuses_sum() {
+                match log.read_fused_sum(t.payload.start, p) {
+                    (true, _) => (Missing::Cut, None),
+                    (false, sum) => (Missing::None, sum),
+                }
             } else if log.read_fused(t.payload.start, p) {
-                Missing::Cut
+                (Missing::Cut, None)
             } else {
-                Missing::None
+                (Missing::None, None)
             };
-            unsealed = Some(Unsealed {
-                off: t.payload.start,
-                at: head,
-                len: plen,
-                crcs,
-            });
+            match (sum, front.get_mut(hdr + 16..hdr + 18)) {
+                // TCP headers are whole 32-bit words: the payload starts on a 16-bit word
+                // boundary of the segment (RFC 1071 §2(B)), as in [`finish_copy`].
+                (Some(sum), Some(f)) => add_to_checksum(f, sum),
+                _ => {
+                    unsealed = Some(Unsealed {
+                        off: t.payload.start,
+                        at: head,
+                        len: plen,
+                        crcs,
+                    })
+                }
+            }
         } else {
             tcp::SendSource::read(log, t.payload.start, p);
         }

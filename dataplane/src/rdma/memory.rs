@@ -354,6 +354,20 @@ impl Region {
         }
     }
 
+    /// [`Region::read_crc`] that also returns the RFC 1071 sum of the bytes copied into `dst`
+    /// (from `dst`'s first byte), all in the copy's pass ([`copycrc::copy_crc32c_sum_raw`]).
+    /// None, nothing read, when out of range or without that kernel on this CPU.
+    pub fn read_crc_sum(&self, off: u64, dst: &mut [u8], crc: &mut Crc32c) -> Option<u16> {
+        let src = self.range(off, dst.len())?;
+        // SAFETY: src..src+len is inside the live mapping (range), dst is our own buffer (no
+        // overlap); a concurrent writer in another process can only change the values read,
+        // and the CRC and the sum cover the values copied.
+        let (v, sum) =
+            unsafe { copycrc::copy_crc32c_sum_raw(crc.value(), src, dst.as_mut_ptr(), dst.len()) }?;
+        *crc = Crc32c::from_value(v);
+        Some(sum)
+    }
+
     /// Run `f` over region bytes `[off, off + len)` in chunks of at most `CHUNK` bytes, each
     /// copied to a stack buffer first (the application may change shared memory while we read
     /// it: the chunk is what we hash and what the caller sees). False when out of range.

@@ -1206,6 +1206,36 @@ impl TxLog {
     /// read unsealed: [`TxLog::seal_cut`] completes it. Past the log's end `dst` is zeroed.
     /// Returns whether such an FPDU was met (false: every CRC in `dst` is filled in).
     pub fn read_fused(&self, stream_offset: u64, dst: &mut [u8]) -> bool {
+        self.read_fused_into(stream_offset, dst, None)
+    }
+
+    /// Whether [`TxLog::read_fused_sum`] sums in the copy's pass: [`TxLog::fuses`] with the
+    /// `copycrc` implementation, on a CPU with its copy-CRC-sum kernel
+    /// ([`copycrc::fuses_sum`]). Elsewhere the caller keeps [`TxLog::read_fused`] and a sum
+    /// of the frame's payload of its own.
+    pub fn fuses_sum(&self) -> bool {
+        self.fuses() && copycrc::fuses_sum()
+    }
+
+    /// [`TxLog::read_fused`] that also returns the RFC 1071 sum of the bytes it wrote into
+    /// `dst` ([`ones_complement_sum`]'s value for `dst`): the region's payload summed in the
+    /// copy's pass ([`Region::read_crc_sum`]), each FPDU's head, pad and CRC field from the
+    /// small buffers they are built in, other parts from `dst` after they are written, a
+    /// piece at an odd offset of `dst` byte-swapped (RFC 1071 §2(B)). The sum is `None` when
+    /// an FPDU was cut (the first value true): [`TxLog::seal_cut`] still writes into `dst`.
+    pub fn read_fused_sum(&self, stream_offset: u64, dst: &mut [u8]) -> (bool, Option<u16>) {
+        let mut sum = FrameSum::default();
+        let cut = self.read_fused_into(stream_offset, dst, Some(&mut sum));
+        (cut, (!cut).then(|| sum.value()))
+    }
+
+    /// [`TxLog::read_fused`], with `sum` the sum of what it writes ([`TxLog::read_fused_sum`]).
+    fn read_fused_into(
+        &self,
+        stream_offset: u64,
+        dst: &mut [u8],
+        mut sum: Option<&mut FrameSum>,
+    ) -> bool {
         let end = stream_offset + dst.len() as u64;
         let mut at = stream_offset;
         let mut cut = false;
@@ -1213,28 +1243,46 @@ impl TxLog {
             let Some(r) = self.find(at).and_then(|i| self.recs.get(i)) else {
                 break;
             };
+            let o = (at - stream_offset) as usize;
             if !r.crc_later {
                 // Nothing to compute (an MPA frame, CRCs off): the record's bytes in one read.
                 let stop = r.end().min(end);
-                let d = &mut dst[(at - stream_offset) as usize..(stop - stream_offset) as usize];
+                let d = &mut dst[o..(stop - stream_offset) as usize];
                 self.read_unsealed(at, d);
+                if let Some(s) = sum.as_deref_mut() {
+                    s.add_bytes(o, d);
+                }
                 at = stop;
                 continue;
             }
             let (k, fs, fe) = r.fpdu_at(at);
             let stop = fe.min(end);
-            let d = &mut dst[(at - stream_offset) as usize..(stop - stream_offset) as usize];
+            let d = &mut dst[o..(stop - stream_offset) as usize];
             let whole = fs == at && fe <= end;
             cut |= !whole;
+            // The write_bw path: an FPDU of a run, its sum from the copy's pass.
+            if whole
+                && r.step > 0
+                && let Some(s) = sum.as_deref_mut()
+                && let Some(v) = self.copy_run_fpdu_sum(r, k, d)
+            {
+                s.add(o, v);
+                at = stop;
+                continue;
+            }
             if !(whole && self.copy_fpdu(r, k, d)) {
                 self.read_unsealed(at, d);
                 if whole {
                     seal_fpdu(d);
                 }
             }
+            if let Some(s) = sum.as_deref_mut() {
+                s.add_bytes(o, d);
+            }
             at = stop;
         }
         if let Some(rest) = dst.get_mut((at - stream_offset) as usize..) {
+            // Zeros add nothing to the sum.
             rest.fill(0);
         }
         cut
@@ -1340,6 +1388,87 @@ impl TxLog {
         tail[pad..].copy_from_slice(&iwarp::mpa::crc_to_wire(c.value()));
         true
     }
+
+    /// [`TxLog::copy_run_fpdu`] with the CRC, returning the sum of the bytes written into `d`
+    /// ([`FrameSum`] from `d`'s start): the region's payload copied, hashed and summed in one
+    /// pass ([`Region::read_crc_sum`]), the head and the trailer summed from the buffers they
+    /// are copied from. None (nothing reliable in `d`) where [`TxLog::copy_run_fpdu`] fails
+    /// or the region's bytes cannot be read by the kernel.
+    fn copy_run_fpdu_sum(&self, r: &Record, k: u32, d: &mut [u8]) -> Option<u16> {
+        let Head::Fixed(bytes, n) = &r.head else {
+            return None;
+        };
+        let (n, step) = (usize::from(*n), r.step as usize);
+        let (p, trailer) = (r.pieces[0]?, r.trailer.get(..usize::from(r.tlen))?);
+        let region = self.regions.get(p.slot)?;
+        let pad = trailer.len().checked_sub(iwarp::mpa::CRC_LEN)?;
+        if !(2..=RUN_HEAD).contains(&n) || n + step + trailer.len() != d.len() {
+            return None;
+        }
+        let mut head = [0u8; RUN_HEAD];
+        head.copy_from_slice(&bytes[..RUN_HEAD]);
+        let by = u64::from(k) * u64::from(r.step);
+        iwarp::ddp::wire::advance_offset(&mut head[2..n], by);
+        let (h, rest) = d.split_at_mut(n);
+        let (payload, tail) = rest.split_at_mut(step);
+        let mut c = Crc32c::new();
+        c.copy_update(&head[..n], h);
+        let mut sum = FrameSum::default();
+        sum.add(0, small_sum(&head[..n]));
+        sum.add(n, region.read_crc_sum(p.offset + by, payload, &mut c)?);
+        // The pad (zeros, RFC 5044 §4.1) hashed from the record, then the CRC field over
+        // everything before it (RFC 5044 §4.4).
+        c.update(&trailer[..pad]);
+        let mut t = [0u8; 3 + iwarp::mpa::CRC_LEN];
+        let t = t.get_mut(..trailer.len())?;
+        t[..pad].copy_from_slice(&trailer[..pad]);
+        t[pad..].copy_from_slice(&iwarp::mpa::crc_to_wire(c.value()));
+        tail.copy_from_slice(t);
+        sum.add(n + step, small_sum(t));
+        Some(sum.value())
+    }
+}
+
+/// A running RFC 1071 sum of pieces written into a buffer ([`TxLog::read_fused_sum`]): each
+/// piece's sum of its own big-endian words, byte-swapped when the piece starts at an odd
+/// offset of the buffer (its words are then the buffer's words shifted by one byte, RFC 1071
+/// §2(B)), added with end-around carry deferred to [`FrameSum::value`].
+#[derive(Debug, Default, Clone, Copy)]
+struct FrameSum {
+    acc: u64,
+}
+
+impl FrameSum {
+    /// Add `sum`, the sum of a piece at offset `at` of the buffer.
+    #[inline]
+    fn add(&mut self, at: usize, sum: u16) {
+        self.acc += u64::from(if at % 2 == 1 { sum.swap_bytes() } else { sum });
+    }
+
+    /// Add the piece `bytes` at offset `at` of the buffer.
+    #[inline]
+    fn add_bytes(&mut self, at: usize, bytes: &[u8]) {
+        self.add(at, ones_complement_sum(bytes));
+    }
+
+    /// The buffer's sum, folded to 16 bits (not complemented).
+    fn value(self) -> u16 {
+        netcore::csum::fold(self.acc)
+    }
+}
+
+/// The RFC 1071 sum of a few bytes just built by narrow stores (an FPDU's head, its pad and
+/// CRC field), a byte at a time: each load lies inside one store and is forwarded from the
+/// store buffer, where a wide load over them (the sum kernels') would wait for the stores to
+/// drain.
+#[inline]
+fn small_sum(bytes: &[u8]) -> u16 {
+    let acc = bytes
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| u64::from(b) << (8 * (1 - i % 2)))
+        .sum();
+    netcore::csum::fold(acc)
 }
 
 /// The inline bytes of `p` (None for a region part).
@@ -1628,6 +1757,47 @@ mod tests {
             let mut all = vec![0u8; total];
             assert!(!log.read_fused(0, &mut all), "nothing cut");
             assert_eq!(deframe(&all[lens[0] as usize..], crc).len(), lens.len() - 1);
+        }
+    }
+
+    /// The fused copy that also sums ([`TxLog::read_fused_sum`]) writes what
+    /// [`TxLog::read_fused`] writes, and its sum, where no FPDU was cut, is the sum of those
+    /// bytes: over the grid above, with runs whose payloads have odd lengths too (pads and CRC
+    /// fields at odd offsets), and whole logs from their start.
+    #[test]
+    fn fused_sum_is_the_sum_of_what_the_fused_copy_writes() {
+        let cases = [
+            (true, 200, 1000),
+            (true, 199, 1000),
+            (true, 1460, 1),
+            (true, 1461, 1000),
+            (false, 1460, 1000),
+            (false, 1459, 1),
+        ];
+        for (crc, emss, max_count) in cases {
+            let mut s = setup(9000);
+            let (log, lens) = build_runs(&mut s, crc, emss, max_count);
+            let total = (log.end() - log.start()) as usize;
+            let whole = lens.iter().scan(0, |e, &l| {
+                *e += l as usize;
+                Some(*e)
+            });
+            let starts = (0..total).step_by(89).chain([0, lens[0] as usize]);
+            for start in starts {
+                let ends = [1, 4, 5, 100, 1453, 1466, 3000, total + 10].map(|l| start + l);
+                for end in ends.into_iter().chain(whole.clone()) {
+                    let len = end.min(total + 10).saturating_sub(start);
+                    let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
+                    let at = format!("crc {crc} emss {emss} run {max_count} @{start}+{len}");
+                    let (cut, sum) = log.read_fused_sum(start as u64, &mut x);
+                    assert_eq!(cut, log.read_fused(start as u64, &mut y), "{at}");
+                    assert_eq!(x, y, "{at}");
+                    assert_eq!(sum.is_none(), cut, "{at}");
+                    if let Some(sum) = sum {
+                        assert_eq!(sum, ones_complement_sum(&x), "{at}");
+                    }
+                }
+            }
         }
     }
 
