@@ -229,6 +229,74 @@ impl Rack {
         }
     }
 
+    /// [`Rack::deliver`] for the entries below `ack` from the log's front, as long as each is
+    /// delivered already or a first transmission sent no earlier than the one before it
+    /// (never retransmitted, not marked lost: the cumulative ACK of a bulk transfer).
+    /// Returns the index of the first entry not handled. Same outcome as delivering them one
+    /// by one, with the per-segment state written once for the run:
+    /// - the rate sample and `RACK.xmit_ts`/`RACK.end_seq`/`RACK.rtt` come from the last
+    ///   one: it was sent last, and later sends carry no less delivered data (the sample's
+    ///   rule, draft-cheng-iccrg-delivery-rate-estimation §3.3, and `RACK_sent_after`);
+    /// - step 3's reordering test can hold only for the first (the ends grow);
+    /// - the min-RTT filter ([`WindowedMin`]) takes every sample: it is not idempotent. But
+    ///   a sample repeated at the same time changes it at most twice, and a burst's entries
+    ///   share one send time, so a run of equal samples is fed twice.
+    fn deliver_run(&mut self, now: Instant, ack: u64) -> usize {
+        let mut n = 0;
+        let mut bytes = 0;
+        let mut first_end = None;
+        // The previous first transmission of the run: send time, delivered-data stamp, and
+        // how many times in a row its RTT was fed to the filter.
+        let mut prev: Option<(Instant, u64)> = None;
+        let mut fed = 0u32;
+        let mut last = None;
+        for (i, s) in self.segs.iter_mut().enumerate() {
+            if s.end > ack {
+                break;
+            }
+            if !s.delivered {
+                if s.rtx || s.lost || prev.is_some_and(|(at, d)| s.at < at || s.tx.delivered < d) {
+                    break;
+                }
+                s.delivered = true;
+                bytes += s.end - s.start;
+                first_end.get_or_insert(s.end);
+                fed = if prev.is_some_and(|(at, _)| at == s.at) {
+                    fed + 1
+                } else {
+                    0
+                };
+                if fed < 2 {
+                    let rtt = now.saturating_duration_since(s.at);
+                    self.min_rtt.update(now, rtt, MIN_RTT_WINDOW);
+                }
+                prev = Some((s.at, s.tx.delivered));
+                last = Some(i);
+            }
+            n = i + 1;
+        }
+        let (Some(k), Some(first_end)) = (last, first_end) else {
+            return n;
+        };
+        let s = self.segs[k];
+        self.rate.on_delivered(now, bytes, s.at, &s.tx);
+        let rtt = now.saturating_duration_since(s.at);
+        self.last_rtt = Some(rtt);
+        if self
+            .xmit_ts
+            .is_none_or(|t| sent_after(s.at, s.end, t, self.end_seq))
+        {
+            self.xmit_ts = Some(s.at);
+            self.end_seq = s.end;
+            self.rtt = rtt;
+        }
+        if first_end < self.fack {
+            self.reordering_seen = true;
+        }
+        self.fack = self.fack.max(s.end);
+        n
+    }
+
     /// RFC 8985 §6.2 step 2: whether the ACK delivering the retransmitted `s` (after `rtt`)
     /// was for its original transmission: it echoes a TSval older than the retransmission,
     /// or it came sooner than the minimum RTT.
@@ -250,8 +318,9 @@ impl Rack {
         max: u64,
     ) -> bool {
         let mut sack_new = false;
-        // Cumulatively acknowledged entries not delivered before.
-        let mut i = 0;
+        // Cumulatively acknowledged entries not delivered before: the leading run of first
+        // transmissions in one step, then (a retransmission or a lost entry met) one by one.
+        let mut i = self.deliver_run(now, ack);
         while i < self.segs.len() && self.segs[i].end <= ack {
             self.deliver(i, now);
             i += 1;
@@ -477,6 +546,89 @@ mod tests {
         assert!(!r.has_outstanding());
         let d = r.detect_loss(ms(100), false, 0, None);
         assert_eq!((d.bytes, d.segs, d.timer), (0, 0, None));
+    }
+
+    /// The cumulative ACK's run delivered in one step ([`Rack::deliver_run`]) leaves RACK,
+    /// the rate sample and the min-RTT filter exactly as delivering entry by entry does, over
+    /// random transfers: bursts at one time and segments spaced out, retransmissions (after
+    /// an RTO and of single ranges), SACK blocks, reordered ACKs, and the log's advance.
+    #[test]
+    fn the_cumulative_run_in_one_step_equals_one_by_one() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        };
+        for _ in 0..1000 {
+            let (mut a, mut b) = (Rack::default(), Rack::default());
+            let (mut sa, mut sb) = (Scoreboard::default(), Scoreboard::default());
+            let (mut una, mut max, mut t) = (1u64, 1u64, 0u64);
+            for _ in 0..60 {
+                // Steps of microseconds to seconds: the min-RTT filter's window (10 s) ages.
+                t += [0, 1_000, 300_000, 3_000_000_000][rnd(4) as usize] * rnd(4);
+                let now = Instant::from_nanos(t);
+                match rnd(10) {
+                    0..=5 => {
+                        for _ in 0..=rnd(40) {
+                            let len = 1 + rnd(1448);
+                            a.on_send(max, max + len, now);
+                            b.on_send(max, max + len, now);
+                            max += len;
+                            if rnd(4) == 0 {
+                                t += rnd(20_000);
+                            }
+                        }
+                    }
+                    6 if max > una => {
+                        let s = una + rnd(max - una);
+                        let e = (s + 1 + rnd(3000)).min(max);
+                        a.on_send(s, e, now);
+                        b.on_send(s, e, now);
+                    }
+                    7 => {
+                        let forget = rnd(5) == 0;
+                        a.on_rto(now, una, forget, None);
+                        b.on_rto(now, una, forget, None);
+                    }
+                    _ => {}
+                }
+                if max == una {
+                    continue;
+                }
+                // Sometimes an old ACK (below SND.UNA), sometimes with a SACK block above.
+                let ack = if rnd(6) == 0 {
+                    una.saturating_sub(rnd(10))
+                } else {
+                    una + rnd(max - una + 1)
+                };
+                let mut blocks = Vec::new();
+                if rnd(3) == 0 && max > ack.max(una) + 2 {
+                    let l = ack.max(una) + 1 + rnd(max - ack.max(una) - 1);
+                    blocks.push((l, (l + 1 + rnd(5000)).min(max)));
+                }
+                let now = Instant::from_nanos(t + [0, 50_000, 2_000_000][rnd(3) as usize] * rnd(3));
+                a.ack_echo_ms = Some((t / 1_000_000) as u32);
+                b.ack_echo_ms = a.ack_echo_ms;
+                let na = a.on_ack(now, ack, &blocks, &mut sa, una, max);
+                // One by one first: `on_ack` then finds the run delivered.
+                let mut i = 0;
+                while i < b.segs.len() && b.segs[i].end <= ack {
+                    b.deliver(i, now);
+                    i += 1;
+                }
+                let nb = b.on_ack(now, ack, &blocks, &mut sb, una, max);
+                assert_eq!(na, nb);
+                assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                assert_eq!(a.rate.take_sample(), b.rate.take_sample());
+                una = una.max(ack);
+                a.advance(una);
+                b.advance(una);
+                sa.advance(una);
+                sb.advance(una);
+            }
+        }
     }
 
     #[test]

@@ -188,6 +188,45 @@ mod tests {
         assert_eq!(m.get(), Some(ms(40)));
     }
 
+    /// A sample fed a third time at the same instant changes nothing: from any state (not only
+    /// reachable ones), two updates with `(now, v)` leave the filter where three do. The filter
+    /// only compares times and values, so a small domain of times around the window's
+    /// quarter, half and whole, and of values, covers its cases ([`crate::rack`]'s
+    /// cumulative delivery feeds a run of equal samples twice).
+    #[test]
+    fn windowed_min_a_repeated_sample_settles_after_two_updates() {
+        let w = Duration::from_nanos(8);
+        let pts: Vec<(Instant, Duration)> = (0..10u64)
+            .flat_map(|t| (0..5u64).map(move |v| (Instant::from_nanos(t), Duration::from_nanos(v))))
+            .collect();
+        for &a in &pts {
+            for &b in &pts {
+                for &c in &pts {
+                    for now in [9u64, 11, 13, 17, 20] {
+                        let now = Instant::from_nanos(now);
+                        for v in 0..5u64 {
+                            let v = Duration::from_nanos(v);
+                            let mut m = WindowedMin {
+                                s: [a, b, c],
+                                set: true,
+                            };
+                            m.update(now, v, w);
+                            m.update(now, v, w);
+                            let twice = m.s;
+                            m.update(now, v, w);
+                            assert_eq!(m.s, twice, "{a:?} {b:?} {c:?} {now:?} {v:?}");
+                        }
+                    }
+                }
+            }
+        }
+        let mut m = WindowedMin::default();
+        m.update(Instant::from_nanos(3), Duration::from_nanos(2), w);
+        let once = m.s;
+        m.update(Instant::from_nanos(3), Duration::from_nanos(2), w);
+        assert_eq!(m.s, once);
+    }
+
     /// The estimator as it was in `Duration` arithmetic (the reference for the `u64` one).
     struct DurationRef {
         srtt: Option<Duration>,
