@@ -611,7 +611,20 @@ impl Netstack {
         h: ConnHandle,
         mac: [u8; 6],
     ) -> bool {
-        use crate::rdma::glue::{Emitted, emit_zero_copy, finish_copy};
+        use crate::rdma::glue::{Emitted, Frames, emit_zero_copy, finish_copy};
+        let Some(e) = self.rdma.as_mut() else {
+            return false;
+        };
+        // The table is needed for payload by reference only: copying, no `Arc` traffic.
+        let table = (!e.copy_payload()).then(|| e.mem().clone());
+        let Some(log) = e.log(h) else {
+            return false;
+        };
+        let mut f = Frames {
+            log,
+            table: table.as_deref(),
+            mac,
+        };
         let mut unsealed = std::mem::take(&mut self.unsealed);
         // As `emit`: true when the connection may have more to send (budget used up, or the
         // TX queue full), false when it ran out of segments or mbufs.
@@ -621,10 +634,6 @@ impl Netstack {
                 self.stats.tx_backpressure += 1;
                 break;
             }
-            let Some(e) = self.rdma.as_mut() else {
-                more = false;
-                break;
-            };
             if self.spare.is_none() {
                 // From the stash, refilled in bulk; when the pool has too few for a bulk
                 // allocation, emit_zero_copy allocates one.
@@ -635,7 +644,7 @@ impl Netstack {
             }
             let spare = &mut self.spare;
             let (tcp, iface) = (&mut self.tcp, &mut self.iface);
-            match emit_zero_copy(now, h, e, tcp, iface, mac, pool, spare) {
+            match emit_zero_copy(now, h, &mut f, tcp, iface, pool, spare) {
                 Emitted::Frame(m, u, last) => {
                     tx.push(m);
                     if let Some(u) = u {
@@ -658,16 +667,11 @@ impl Netstack {
                 }
             }
         }
-        if !unsealed.is_empty()
-            && let Some(log) = self.rdma.as_mut().and_then(|e| e.log(h))
-        {
-            for (i, u) in unsealed.drain(..) {
-                if let Some(m) = tx.get_mut(i) {
-                    finish_copy(log, m, u);
-                }
+        for (i, u) in unsealed.drain(..) {
+            if let Some(m) = tx.get_mut(i) {
+                finish_copy(f.log, m, u);
             }
         }
-        unsealed.clear();
         self.unsealed = unsealed;
         more
     }

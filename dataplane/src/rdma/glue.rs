@@ -7,7 +7,10 @@ use netcore::Instant;
 use tcp::Endpoint;
 use tcp::iface::{Iface, Resolve};
 
-use super::engine::{Engine, Net};
+#[cfg(doc)]
+use super::engine::Engine;
+use super::engine::Net;
+use super::memory::MemTable;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
 use crate::rdma::txlog::TxLog;
@@ -162,6 +165,17 @@ pub(crate) fn add_to_checksum(field: &mut [u8], sum: u16) {
     }
 }
 
+/// What the frames of one batch of a connection share, looked up once per batch rather than
+/// per frame (the engine's connections change only in its own poll, not while the netstack
+/// emits): the connection's FPDU log, the memory table when payload may go by reference
+/// (`None`: every payload is copied, [`Engine::copy_payload`]), and the next hop's MAC,
+/// resolved by the caller for the connection's peer (every segment goes there).
+pub(crate) struct Frames<'a> {
+    pub(crate) log: &'a mut TxLog,
+    pub(crate) table: Option<&'a MemTable>,
+    pub(crate) mac: [u8; 6],
+}
+
 /// One segment of RDMA connection `h`, zero copy (DESIGN.md §2.6): Ethernet, IP and TCP
 /// headers in an mbuf of the pool, the FPDU's length field and DDP/RDMAP header copied after
 /// them, the payload attached by reference to the registered region, the pad and CRC in a
@@ -170,16 +184,13 @@ pub(crate) fn add_to_checksum(field: &mut [u8], sum: u16) {
 /// Ethernet minimum, are copied instead. With [`Engine::copy_payload`] (a device without
 /// multi-segment TX) every payload is copied into the header's mbuf and the TCP checksum is
 /// completed from the sum of the copied bytes ([`SumLater`]). `spare`: an mbuf kept from an
-/// attempt that had nothing to send, used (and refilled) before the pool is asked. `mac`: the
-/// next hop's, resolved by the caller for the connection's peer (every segment goes there).
-#[allow(clippy::too_many_arguments)]
+/// attempt that had nothing to send, used (and refilled) before the pool is asked.
 pub(crate) fn emit_zero_copy(
     now: Instant,
     h: ConnHandle,
-    engine: &mut Engine,
+    frames: &mut Frames<'_>,
     tcp: &mut Endpoint<Mbuf>,
     iface: &mut Iface,
-    mac: [u8; 6],
     pool: &Mempool,
     spare: &mut Option<Mbuf>,
 ) -> Emitted {
@@ -192,10 +203,9 @@ pub(crate) fn emit_zero_copy(
     let Some(buf) = m.resize(hdr + TCP_HDR_MAX) else {
         return Emitted::NoMbuf;
     };
-    let copy = engine.copy_payload();
-    // The table is needed for payload by reference only: copying, no `Arc` traffic per frame.
-    let table = (!copy).then(|| engine.mem().clone());
-    let (Some(c), Some(log)) = (tcp.conn_mut(h), engine.log(h)) else {
+    let copy = frames.table.is_none();
+    let log = &mut *frames.log;
+    let Some(c) = tcp.conn_mut(h) else {
         *spare = Some(m);
         return Emitted::Nothing;
     };
@@ -208,14 +218,20 @@ pub(crate) fn emit_zero_copy(
     };
     let plen = (t.payload.end - t.payload.start) as usize;
     let dst = t.dst.octets();
-    iface.emit_ipv4_header(mac, dst, IP_PROTO_TCP, t.header_len + plen, &mut buf[..hdr]);
+    iface.emit_ipv4_header(
+        frames.mac,
+        dst,
+        IP_PROTO_TCP,
+        t.header_len + plen,
+        &mut buf[..hdr],
+    );
     let head = hdr + t.header_len;
     let total = head + plen;
     let mut unsealed = None;
     let by_ref = plen > 0
         && total >= MIN_FRAME_LEN
-        && table
-            .as_ref()
+        && frames
+            .table
             .is_some_and(|table| log.prepare_zero_copy(t.payload.start, plen, table));
     if plen == 0 || by_ref {
         if !m.set_len(head) {
