@@ -1722,6 +1722,44 @@ mod tests {
         }
     }
 
+    /// The logs of runs the fused-copy tests read: `(crc, emss, max_count)` each, built by
+    /// [`build_runs`], with whether CRCs are on, a label, the FPDU lengths and the log's
+    /// length.
+    fn run_logs(
+        cases: &[(bool, usize, u32)],
+    ) -> impl Iterator<Item = (bool, String, TxLog, Vec<u32>, usize)> {
+        cases.iter().map(|&(crc, emss, max_count)| {
+            let mut s = setup(9000);
+            let (log, lens) = build_runs(&mut s, crc, emss, max_count);
+            let total = (log.end() - log.start()) as usize;
+            let what = format!("crc {crc} emss {emss} run {max_count}");
+            (crc, what, log, lens, total)
+        })
+    }
+
+    /// The `(start, len)` ranges the fused-copy tests read from a log of `total` bytes whose
+    /// FPDUs have lengths `lens`: starts every 89 bytes and at the first two FPDUs, ends inside
+    /// headers, payloads and CRC fields, at every FPDU's end, and past the log's end.
+    fn read_ranges(total: usize, lens: &[u32]) -> Vec<(usize, usize)> {
+        let whole: Vec<usize> = lens
+            .iter()
+            .scan(0, |e, &l| {
+                *e += l as usize;
+                Some(*e)
+            })
+            .collect();
+        let starts = (0..total).step_by(89).chain([0, lens[0] as usize]);
+        starts
+            .flat_map(|start| {
+                let ends = [1, 4, 5, 100, 1453, 1466, 3000, total + 10].map(|l| start + l);
+                let whole = whole.clone();
+                ends.into_iter()
+                    .chain(whole)
+                    .map(move |end| (start, end.min(total + 10).saturating_sub(start)))
+            })
+            .collect()
+    }
+
     /// The fused copy (CRCs computed while the FPDUs are copied, then only the cut ones
     /// sealed) reads exactly what the copy followed by a CRC pass reads, over a grid of ranges
     /// that start and end inside headers, payloads and CRC fields, past the log's end too.
@@ -1736,21 +1774,15 @@ mod tests {
             (false, 1460, 1),
             (false, 1460, 1000),
         ];
-        for (crc, emss, max_count) in cases {
-            let mut s = setup(9000);
-            let (log, lens) = build_runs(&mut s, crc, emss, max_count);
-            let total = (log.end() - log.start()) as usize;
-            for start in (0..total).step_by(89) {
-                for len in [1, 4, 5, 100, 1453, 1466, 3000, total + 10] {
-                    let len = len.min(total + 10 - start);
-                    let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
-                    if log.read_fused(start as u64, &mut x) {
-                        log.seal_cut(start as u64, &mut x);
-                    }
-                    log.read_unsealed(start as u64, &mut y);
-                    log.seal(start as u64, &mut y);
-                    assert_eq!(x, y, "crc {crc} emss {emss} run {max_count} @{start}+{len}");
+        for (crc, what, log, lens, total) in run_logs(&cases) {
+            for (start, len) in read_ranges(total, &lens) {
+                let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
+                if log.read_fused(start as u64, &mut x) {
+                    log.seal_cut(start as u64, &mut x);
                 }
+                log.read_unsealed(start as u64, &mut y);
+                log.seal(start as u64, &mut y);
+                assert_eq!(x, y, "{what} @{start}+{len}");
             }
             // FPDUs read whole by the fused copy carry valid CRCs (the deframer checks
             // them) and nothing else sealed them.
@@ -1774,28 +1806,16 @@ mod tests {
             (false, 1460, 1000),
             (false, 1459, 1),
         ];
-        for (crc, emss, max_count) in cases {
-            let mut s = setup(9000);
-            let (log, lens) = build_runs(&mut s, crc, emss, max_count);
-            let total = (log.end() - log.start()) as usize;
-            let whole = lens.iter().scan(0, |e, &l| {
-                *e += l as usize;
-                Some(*e)
-            });
-            let starts = (0..total).step_by(89).chain([0, lens[0] as usize]);
-            for start in starts {
-                let ends = [1, 4, 5, 100, 1453, 1466, 3000, total + 10].map(|l| start + l);
-                for end in ends.into_iter().chain(whole.clone()) {
-                    let len = end.min(total + 10).saturating_sub(start);
-                    let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
-                    let at = format!("crc {crc} emss {emss} run {max_count} @{start}+{len}");
-                    let (cut, sum) = log.read_fused_sum(start as u64, &mut x);
-                    assert_eq!(cut, log.read_fused(start as u64, &mut y), "{at}");
-                    assert_eq!(x, y, "{at}");
-                    assert_eq!(sum.is_none(), cut, "{at}");
-                    if let Some(sum) = sum {
-                        assert_eq!(sum, ones_complement_sum(&x), "{at}");
-                    }
+        for (_, what, log, lens, total) in run_logs(&cases) {
+            for (start, len) in read_ranges(total, &lens) {
+                let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
+                let at = format!("{what} @{start}+{len}");
+                let (cut, sum) = log.read_fused_sum(start as u64, &mut x);
+                assert_eq!(cut, log.read_fused(start as u64, &mut y), "{at}");
+                assert_eq!(x, y, "{at}");
+                assert_eq!(sum.is_none(), cut, "{at}");
+                if let Some(sum) = sum {
+                    assert_eq!(sum, ones_complement_sum(&x), "{at}");
                 }
             }
         }
