@@ -1722,13 +1722,23 @@ mod tests {
         }
     }
 
-    /// The logs of runs the fused-copy tests read: `(crc, emss, max_count)` each, built by
-    /// [`build_runs`], with whether CRCs are on, a label, the FPDU lengths and the log's
-    /// length.
-    fn run_logs(
-        cases: &[(bool, usize, u32)],
-    ) -> impl Iterator<Item = (bool, String, TxLog, Vec<u32>, usize)> {
-        cases.iter().map(|&(crc, emss, max_count)| {
+    /// The logs of runs the fused-copy tests read, built by [`build_runs`] for each `(crc,
+    /// emss, max_count)`: single FPDUs and long runs, CRCs on and off, payloads of even and
+    /// odd lengths (pads and CRC fields at odd offsets). Each with whether CRCs are on, a
+    /// label, the FPDU lengths and the log's length.
+    fn run_logs() -> impl Iterator<Item = (bool, String, TxLog, Vec<u32>, usize)> {
+        const CASES: [(bool, usize, u32); 9] = [
+            (true, 200, 1),
+            (true, 200, 1000),
+            (true, 199, 1000),
+            (true, 1460, 1),
+            (true, 1460, 1000),
+            (true, 1461, 1000),
+            (false, 1460, 1),
+            (false, 1460, 1000),
+            (false, 1459, 1),
+        ];
+        CASES.iter().map(|&(crc, emss, max_count)| {
             let mut s = setup(9000);
             let (log, lens) = build_runs(&mut s, crc, emss, max_count);
             let total = (log.end() - log.start()) as usize;
@@ -1766,15 +1776,7 @@ mod tests {
     /// Called directly, both paths run whatever CRC implementation the process chose.
     #[test]
     fn fused_reads_like_copy_then_seal() {
-        let cases = [
-            (true, 200, 1),
-            (true, 200, 1000),
-            (true, 1460, 1),
-            (true, 1460, 1000),
-            (false, 1460, 1),
-            (false, 1460, 1000),
-        ];
-        for (crc, what, log, lens, total) in run_logs(&cases) {
+        for (crc, what, log, lens, total) in run_logs() {
             for (start, len) in read_ranges(total, &lens) {
                 let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
                 if log.read_fused(start as u64, &mut x) {
@@ -1794,19 +1796,10 @@ mod tests {
 
     /// The fused copy that also sums ([`TxLog::read_fused_sum`]) writes what
     /// [`TxLog::read_fused`] writes, and its sum, where no FPDU was cut, is the sum of those
-    /// bytes: over the grid above, with runs whose payloads have odd lengths too (pads and CRC
-    /// fields at odd offsets), and whole logs from their start.
+    /// bytes: over the same logs and grid of ranges.
     #[test]
     fn fused_sum_is_the_sum_of_what_the_fused_copy_writes() {
-        let cases = [
-            (true, 200, 1000),
-            (true, 199, 1000),
-            (true, 1460, 1),
-            (true, 1461, 1000),
-            (false, 1460, 1000),
-            (false, 1459, 1),
-        ];
-        for (_, what, log, lens, total) in run_logs(&cases) {
+        for (_, what, log, lens, total) in run_logs() {
             for (start, len) in read_ranges(total, &lens) {
                 let (mut x, mut y) = (vec![0xaau8; len], vec![0x55u8; len]);
                 let at = format!("{what} @{start}+{len}");
