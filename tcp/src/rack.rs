@@ -164,23 +164,29 @@ impl Rack {
         }
     }
 
-    /// Forget everything below the cumulative ACK.
+    /// Forget everything below the cumulative ACK (RFC 8985 §6.1: the log covers
+    /// `[SND.UNA, SND.MAX)`). The entries are in sequence order and disjoint, so those wholly
+    /// below `una` are a prefix: counted, then dropped in one step (a bulk transfer's ACK
+    /// covers several). Their lost bytes are summed only while some are marked.
     pub(crate) fn advance(&mut self, una: u64) {
-        while let Some(s) = self.segs.front_mut() {
-            if s.end <= una {
-                if s.lost {
-                    self.lost_bytes -= s.end - s.start;
-                }
-                self.segs.pop_front();
-            } else {
-                if s.start < una {
-                    if s.lost {
-                        self.lost_bytes -= una - s.start;
-                    }
-                    s.start = una;
-                }
-                break;
+        let n = self.segs.iter().take_while(|s| s.end <= una).count();
+        if self.lost_bytes > 0 {
+            let gone: u64 = self
+                .segs
+                .range(..n)
+                .filter(|s| s.lost)
+                .map(|s| s.end - s.start)
+                .sum();
+            self.lost_bytes -= gone;
+        }
+        self.segs.drain(..n);
+        if let Some(s) = self.segs.front_mut()
+            && s.start < una
+        {
+            if s.lost {
+                self.lost_bytes -= una - s.start;
             }
+            s.start = una;
         }
     }
 
@@ -626,6 +632,90 @@ mod tests {
                 a.advance(una);
                 b.advance(una);
                 sa.advance(una);
+                sb.advance(una);
+            }
+        }
+    }
+
+    /// The entry-by-entry [`Rack::advance`] the bulk one replaced: the reference.
+    fn advance_one_by_one(r: &mut Rack, una: u64) {
+        while let Some(s) = r.segs.front_mut() {
+            if s.end <= una {
+                if s.lost {
+                    r.lost_bytes -= s.end - s.start;
+                }
+                r.segs.pop_front();
+            } else {
+                if s.start < una {
+                    if s.lost {
+                        r.lost_bytes -= una - s.start;
+                    }
+                    s.start = una;
+                }
+                break;
+            }
+        }
+    }
+
+    /// [`Rack::advance`] drops the delivered prefix in one step and leaves the log and its
+    /// lost bytes as popping entry by entry does: random logs (bursts, partial resends that
+    /// split entries, RTO marks of every undelivered entry, SACKs), cumulative ACKs anywhere
+    /// from below the log to past its end, entry edges and inside entries.
+    #[test]
+    fn bulk_advance_equals_one_by_one() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        };
+        for _ in 0..3000 {
+            let mut r = Rack::default();
+            let mut sb = Scoreboard::default();
+            let (mut una, mut max, mut t) = (1u64, 1u64, 0u64);
+            for _ in 0..30 {
+                t += rnd(3) * 1_000_000;
+                let now = Instant::from_nanos(t);
+                for _ in 0..rnd(20) {
+                    let len = 1 + rnd(1448);
+                    r.on_send(max, max + len, now);
+                    max += len;
+                }
+                if max > una && rnd(3) == 0 {
+                    let s = una + rnd(max - una);
+                    r.on_send(s, (s + 1 + rnd(2000)).min(max), now);
+                }
+                if max > una && rnd(3) == 0 {
+                    let l = una + rnd(max - una);
+                    let e = (l + 1 + rnd(4000)).min(max);
+                    r.on_ack(now, una, &[(l, e)], &mut sb, una, max);
+                }
+                if rnd(4) == 0 {
+                    r.on_rto(now + Duration::from_secs(1), una, rnd(3) == 0, None);
+                }
+                // Below the log, at an entry's edge, inside an entry, or the whole log.
+                let target = match rnd(4) {
+                    0 => una.saturating_sub(rnd(5)),
+                    1 => r
+                        .segs
+                        .get(rnd(r.segs.len() as u64 + 1) as usize)
+                        .map_or(max, |s| s.end),
+                    2 => una + rnd(max - una + 1),
+                    _ => max,
+                };
+                let mut reference = r.clone();
+                r.advance(target);
+                advance_one_by_one(&mut reference, target);
+                assert_eq!(format!("{r:?}"), format!("{reference:?}"));
+                let marked: u64 = r
+                    .segs
+                    .iter()
+                    .filter(|s| s.lost)
+                    .map(|s| s.end - s.start)
+                    .sum();
+                assert_eq!(r.lost_bytes(), marked);
+                una = una.max(target);
                 sb.advance(una);
             }
         }
