@@ -387,6 +387,9 @@ mod tests {
     ) -> Record {
         use std::hash::{DefaultHasher, Hash, Hasher};
         crate::conn::NO_SHORTCUT.with(|c| c.set(!shortcut));
+        // The whole state is compared: timers armed after every poll, as the reference polls
+        // (`deferred_arming_*` compare the arming once per burst with that).
+        crate::conn::ARM_EACH_SEGMENT.with(|c| c.set(true));
         let mut p = Pair::new(cfg.clone(), cfg, 11);
         p.loss_permille = loss;
         p.stop_at_last = shortcut;
@@ -410,6 +413,7 @@ mod tests {
             }
         }
         crate::conn::NO_SHORTCUT.with(|c| c.set(false));
+        crate::conn::ARM_EACH_SEGMENT.with(|c| c.set(false));
         let trace = p.trace.take().unwrap_or_default();
         (trace, states)
     }
@@ -525,6 +529,170 @@ mod tests {
             ..TcpConfig::default()
         };
         same_with_and_without_short_cut(cfg, 30, || Box::new(bulk_then_close(300_000)));
+    }
+
+    /// A run's segments and, after each step, both connections' next timeouts and counters,
+    /// with the timers armed after every transmit poll (`each`, the reference) or once per
+    /// burst (see `Connection::poll_common`).
+    fn record_arming(
+        each: bool,
+        cfg: TcpConfig,
+        loss: u32,
+        mut app: impl FnMut(&mut Pair) -> bool,
+    ) -> Record {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        crate::conn::ARM_EACH_SEGMENT.with(|c| c.set(each));
+        let mut p = Pair::new(cfg.clone(), cfg, 11);
+        p.loss_permille = loss;
+        p.trace = Some(Vec::new());
+        let mut src_a = |off: u64, dst: &mut [u8]| dst.fill(off as u8);
+        let mut src_b = |off: u64, dst: &mut [u8]| dst.fill(off as u8 ^ 0x5a);
+        let mut states = Vec::new();
+        for _ in 0..200_000 {
+            let done = app(&mut p);
+            let mut h = DefaultHasher::new();
+            p.now.hash(&mut h);
+            p.client().poll_timeout().hash(&mut h);
+            format!("{:?}", p.client().stats()).hash(&mut h);
+            if let Some(s) = p.server() {
+                s.poll_timeout().hash(&mut h);
+                format!("{:?}", s.stats()).hash(&mut h);
+            }
+            states.push(h.finish());
+            if done || !p.step(&mut src_a, &mut src_b) {
+                break;
+            }
+        }
+        crate::conn::ARM_EACH_SEGMENT.with(|c| c.set(false));
+        let trace = p.trace.take().unwrap_or_default();
+        (trace, states)
+    }
+
+    fn same_with_deferred_arming(
+        cfg: TcpConfig,
+        loss: u32,
+        app: impl Fn() -> Box<dyn FnMut(&mut Pair) -> bool>,
+    ) {
+        let (ref_trace, ref_states) = record_arming(true, cfg.clone(), loss, app());
+        let (trace, states) = record_arming(false, cfg, loss, app());
+        assert!(ref_trace.len() > 10, "{} segments", ref_trace.len());
+        assert_eq!(trace.len(), ref_trace.len());
+        for (i, (a, b)) in trace.iter().zip(&ref_trace).enumerate() {
+            assert_eq!(a, b, "segment {i}");
+        }
+        let first = states.iter().zip(&ref_states).position(|(a, b)| a != b);
+        assert_eq!(
+            first, None,
+            "timeouts or counters differ after step {first:?}"
+        );
+        assert_eq!(states.len(), ref_states.len());
+    }
+
+    /// Arming the timers once per burst sends the same segments at the same times, with the
+    /// same next timeout after every step, as arming after every poll: bulk transfers with
+    /// and without loss (RTOs, tail loss probes, RACK's reordering timer; RACK and NewReno),
+    /// a zero window (persist), and the latency test's ping-pong.
+    #[test]
+    fn deferred_arming_changes_nothing() {
+        for loss in [0, 5, 20, 60] {
+            same_with_deferred_arming(TcpConfig::default(), loss, || {
+                Box::new(bulk_then_close(400_000))
+            });
+        }
+        let cfg = TcpConfig {
+            rack_tlp: false,
+            ..TcpConfig::default()
+        };
+        same_with_deferred_arming(cfg, 30, || Box::new(bulk_then_close(300_000)));
+        same_with_deferred_arming(TcpConfig::default(), 0, || Box::new(ping_pong(300)));
+        same_with_deferred_arming(TcpConfig::default(), 40, || Box::new(ping_pong(200)));
+        let keepalive = TcpConfig {
+            keepalive: Some(crate::config::Keepalive {
+                idle: Duration::from_millis(5),
+                interval: Duration::from_millis(1),
+                count: 3,
+            }),
+            ..TcpConfig::default()
+        };
+        same_with_deferred_arming(keepalive, 10, || Box::new(ping_pong(100)));
+        // The server reads now and then, into a small window: it closes (persist timer).
+        let small = TcpConfig {
+            recv_window: 8192,
+            ..TcpConfig::default()
+        };
+        let slow_reader = || -> Box<dyn FnMut(&mut Pair) -> bool> {
+            let (total, mut queued, mut calls) = (100_000u64, 0u64, 0u32);
+            Box::new(move |p: &mut Pair| {
+                calls += 1;
+                if calls % 40 == 0
+                    && let Some(s) = p.server()
+                {
+                    while s.poll_readable().is_some() {}
+                }
+                let c = p.client();
+                while c.poll_event().is_some() {}
+                while queued < total && c.state() == State::Established {
+                    let len = u64::from(c.emss()).min(total - queued);
+                    if c.send_record(len).is_err() {
+                        break;
+                    }
+                    queued += len;
+                }
+                c.acked_offset() >= total
+            })
+        };
+        same_with_deferred_arming(small, 0, slow_reader);
+    }
+
+    /// The client's next timeout and state after a burst whose arming was deferred (its last segment
+    /// marked last, the caller polls no more) and then, 20 us later, a segment from the peer
+    /// that acknowledges nothing new (the peer's data sent before ours arrived): the input
+    /// arms the probe timeout (RFC 8985 §7.2) from the burst's time, not from its own.
+    fn timeouts_around_a_late_input(each: bool) -> (Option<Instant>, Option<Instant>, String) {
+        crate::conn::ARM_EACH_SEGMENT.with(|c| c.set(each));
+        let mut p = Pair::new(TcpConfig::default(), TcpConfig::default(), 3);
+        let mut src = |_: u64, dst: &mut [u8]| dst.fill(1);
+        let mut src_b = |_: u64, dst: &mut [u8]| dst.fill(2);
+        assert!(p.drive(&mut src, &mut src_b, 10_000, |p| {
+            p.server().is_some_and(|s| s.state() == State::Established)
+        }));
+        let t0 = p.now;
+        let mut buf = vec![0u8; 2000];
+        // Three segments: the probe timeout (2 SRTT + 2 ms) comes before the RTO (200 ms).
+        for _ in 0..3 {
+            assert!(p.client().send_record(1000).is_ok());
+        }
+        for k in 0..3 {
+            let t = p.client().poll_transmit(t0, &mut buf, &mut src);
+            assert!(t.as_ref().is_some_and(|t| t.last == (k == 2)), "{t:?}");
+        }
+        let before = p.client().poll_timeout();
+        let Some(s) = p.server() else {
+            panic!("no server connection")
+        };
+        assert!(s.send_record(10).is_ok());
+        let t1 = t0 + Duration::from_micros(10);
+        let Some(t) = s.poll_transmit(t1, &mut buf, &mut src_b) else {
+            panic!("the server sent nothing")
+        };
+        let seg = buf[..t.len].to_vec();
+        let _ =
+            p.a.handle_segment(t0 + Duration::from_micros(20), B_IP, A_IP, seg, 0..t.len);
+        let after = p.client().poll_timeout();
+        // The whole state, timers included (the input armed them in both modes).
+        let state = format!("{:?}", p.client());
+        crate::conn::ARM_EACH_SEGMENT.with(|c| c.set(false));
+        (before, after, state)
+    }
+
+    #[test]
+    fn deferred_arming_is_settled_before_input() {
+        let reference = timeouts_around_a_late_input(true);
+        assert!(
+            reference.0.is_some() && reference.1.is_some(),
+            "{reference:?}"
+        );
+        assert_eq!(timeouts_around_a_late_input(false), reference);
     }
 
     #[test]

@@ -43,6 +43,7 @@ impl<B: SegBuf> Connection<B> {
     /// narrower stores waits for them to reach the cache: store forwarding fails, ~6 ns a
     /// segment, issue #8). Its fields are read one by one here.
     pub fn handle_parsed(&mut self, now: Instant, h: &SegmentHeader, buf: B) {
+        self.settle_timers();
         self.stats.segs_in += 1;
         self.last_rx = now;
         if self.state == State::FinWait2 {

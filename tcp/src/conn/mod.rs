@@ -71,6 +71,8 @@ pub(crate) mod input;
 mod output;
 #[cfg(test)]
 pub(crate) use output::NO_SHORTCUT;
+#[cfg(test)]
+pub(crate) use timer::ARM_EACH_SEGMENT;
 mod timer;
 
 use std::collections::VecDeque;
@@ -354,6 +356,13 @@ pub struct Connection<B> {
     reo_at: Option<Instant>,
     /// Probe timeout (RFC 8985 §7.2).
     tlp_at: Option<Instant>,
+    /// A transmit poll at this time sent data and left [`Connection::arm_timers`] for later
+    /// (once per burst, see `poll_common`); applied before anything else reads or changes the
+    /// timers' inputs, and seen by [`Connection::poll_timeout`] meanwhile.
+    arm_pending: Option<Instant>,
+    /// While `arm_pending`: the earliest of the timers that arming sets, once
+    /// [`Connection::poll_timeout`] computed it (an owner may ask after every poll).
+    arm_view: std::cell::Cell<Option<Option<Instant>>>,
     /// The PTO fired: the next output is a probe (RFC 8985 §7.3).
     tlp_due: bool,
     /// `TLP.end_seq` and `TLP.is_retrans` (RFC 8985 §7.1).
@@ -509,6 +518,8 @@ impl<B: SegBuf> Connection<B> {
             pace_at: None,
             reo_at: None,
             tlp_at: None,
+            arm_pending: None,
+            arm_view: std::cell::Cell::new(None),
             tlp_due: false,
             tlp_end: None,
             tlp_rtx: false,
@@ -797,6 +808,7 @@ impl<B: SegBuf> Connection<B> {
 
     /// Change keepalive (RFC 9293 §3.8.4); takes effect at the next input or output.
     pub fn set_keepalive(&mut self, k: Option<crate::config::Keepalive>) {
+        self.settle_timers();
         self.cfg.keepalive = k;
     }
 
@@ -842,6 +854,7 @@ impl<B: SegBuf> Connection<B> {
 
     /// Graceful close (RFC 9293 §3.10.4): a FIN follows the queued data.
     pub fn close(&mut self) {
+        self.settle_timers();
         match self.state {
             State::SynSent => self.finish(CloseReason::Normal),
             State::SynReceived => {
@@ -862,6 +875,7 @@ impl<B: SegBuf> Connection<B> {
 
     /// Abort (RFC 9293 §3.10.5): send RST in synchronized states, then CLOSED.
     pub fn abort(&mut self) {
+        self.settle_timers();
         if matches!(self.state, State::Closed) {
             return;
         }

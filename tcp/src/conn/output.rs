@@ -72,6 +72,10 @@ impl<B: SegBuf> Connection<B> {
     ) -> Option<Transmit> {
         self.tx_limit = inline.unwrap_or(u64::MAX).max(1);
         self.tx_inline = inline.is_some();
+        if self.arm_pending.is_some_and(|t| t != now) {
+            // The last burst's arming: the arming below is at another time.
+            self.settle_timers();
+        }
         let mut t = self.transmit_inner(now, buf, src);
         match t.as_mut() {
             Some(t) => {
@@ -91,7 +95,40 @@ impl<B: SegBuf> Connection<B> {
             }
             None => self.note_nothing(now),
         }
-        self.arm_timers(now);
+        // One arming per burst (the polls at one `now`), not per segment: after a data
+        // segment it is deferred, and the burst's last poll (`None`, or anything but data), a
+        // poll at another time, any other mutating entry ([`Connection::settle_timers`]) or
+        // `poll_timeout` (which computes it) does it. The same timers result as arming after
+        // every poll. Let S be the state after a data segment's poll (deferred arming A, at
+        // `now`) and P the next transmit poll at the same `now`; A∘P∘A = A∘P:
+        // - S has data in flight and the retransmission timer running (`send_plan` starts it,
+        //   RFC 6298 §5.1): A leaves `rtx_at` alone, and P, which reads no other timer A sets
+        //   (`rtx_at` in `plan` and `send_plan`, never `persist_at`, `keepalive_at` or
+        //   `tlp_at`), does the same either way. P never ends the flight (SND.UNA moves only
+        //   on input), so the final A sets the persist timer (RFC 9293 §3.8.6.1) and the
+        //   keepalive (§3.8.4) to None both ways: both need nothing in flight.
+        // - The probe timeout (RFC 8985 §7.2), the one timer A computes: if P sends new data
+        //   it clears `tlp_at` (§7.2: sending new data restarts the PTO) and the final A sets
+        //   it from the same state both ways. Else P changes none of its inputs (SRTT,
+        //   FlightSize = SND.MAX - SND.UNA, `rtx_at`: `plan` restarts that only for a segment
+        //   RACK marked lost, which makes the PTO ineligible before P) except that a
+        //   retransmission may clear the last lost mark, and then S was ineligible with
+        //   `tlp_at` None (every arming with lost bytes clears it, polls never set it), as
+        //   A(S) is; otherwise A(S) keeps `tlp_at` or computes the value the final A would.
+        // So every `handle_timeout` and input sees the timers the per-poll arming had set,
+        // with the same deadlines (RFC 6298 §5, RFC 8985 §7.2); `deferred_arming_*` tests
+        // check it against arming per poll ([`ARM_EACH_SEGMENT`](super::ARM_EACH_SEGMENT)).
+        #[cfg(test)]
+        let each = super::ARM_EACH_SEGMENT.with(std::cell::Cell::get);
+        #[cfg(not(test))]
+        let each = false;
+        if !each && t.as_ref().is_some_and(|t| t.payload.end > t.payload.start) {
+            self.arm_pending = Some(now);
+            // The state changed since `poll_timeout` last computed the deferred timers.
+            self.arm_view.set(None);
+        } else {
+            self.arm_timers(now);
+        }
         t
     }
 
@@ -145,6 +182,7 @@ impl<B: SegBuf> Connection<B> {
         if !self.surely_nothing() {
             return false;
         }
+        self.settle_timers();
         self.note_nothing(now);
         self.arm_timers(now);
         true

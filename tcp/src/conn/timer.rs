@@ -6,20 +6,49 @@ use netcore::Instant;
 
 use super::{CloseReason, Connection, SegBuf, State};
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: arm the timers at the end of every transmit poll, as before the arming was
+    /// deferred to the end of a burst (the reference behaviour).
+    pub(crate) static ARM_EACH_SEGMENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What [`Connection::arm_timers`] sets.
+struct Armed {
+    rtx_at: Option<Instant>,
+    persist_at: Option<Instant>,
+    keepalive_at: Option<Instant>,
+    tlp_at: Option<Instant>,
+}
+
 impl<B: SegBuf> Connection<B> {
     /// When `handle_timeout` must next be called, if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        // A deferred arming counts as done (it would be, were this a mutating entry): its
+        // timers computed once per deferral, kept until the next poll defers again.
+        let armed = match self.arm_pending {
+            Some(t) => self.arm_view.get().unwrap_or_else(|| {
+                let a = self.armed(t);
+                let m = [a.rtx_at, a.persist_at, a.keepalive_at, a.tlp_at]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                self.arm_view.set(Some(m));
+                m
+            }),
+            None => [self.rtx_at, self.persist_at, self.keepalive_at, self.tlp_at]
+                .into_iter()
+                .flatten()
+                .min(),
+        };
         [
-            self.rtx_at,
-            self.persist_at,
+            armed,
             self.delack_at,
             self.comp_at,
-            self.keepalive_at,
             self.timewait_at,
             self.fin_wait2_at,
             self.reo_at,
-            self.tlp_at,
             self.pace_at,
         ]
         .into_iter()
@@ -27,26 +56,57 @@ impl<B: SegBuf> Connection<B> {
         .min()
     }
 
-    /// Arm the timers that depend on the current state (called after every input/output).
+    /// Arm the timers that depend on the current state (called after every input and
+    /// timeout, and after the output of a burst: see `poll_common`).
     pub(super) fn arm_timers(&mut self, now: Instant) {
+        self.arm_pending = None;
+        self.arm_view.set(None);
+        let a = self.armed(now);
+        self.rtx_at = a.rtx_at;
+        self.persist_at = a.persist_at;
+        self.keepalive_at = a.keepalive_at;
+        self.tlp_at = a.tlp_at;
+    }
+
+    /// Apply an arming that a transmit poll deferred (a no-op without one). Every mutating
+    /// entry except a transmit poll at the deferred time calls it first, when it reads a
+    /// timer or changes what [`Connection::armed`] reads (input, timeouts, `close`, `abort`,
+    /// `set_keepalive`, `poll_nothing`); `send` and `send_record` need not: they change only
+    /// the data queued, read by the persist timer only while nothing is in flight, and a
+    /// deferral leaves data in flight.
+    pub(super) fn settle_timers(&mut self) {
+        if let Some(t) = self.arm_pending {
+            self.arm_timers(t);
+        }
+    }
+
+    /// The timers [`Connection::arm_timers`] sets at `now`, given the current state (the rest
+    /// are left as they are).
+    fn armed(&self, now: Instant) -> Armed {
+        let mut a = Armed {
+            rtx_at: self.rtx_at,
+            persist_at: self.persist_at,
+            keepalive_at: self.keepalive_at,
+            tlp_at: self.tlp_at,
+        };
         if self.state == State::Closed {
-            return;
+            return a;
         }
         // RFC 6298 §5.1: the retransmission timer runs while data is outstanding.
-        if self.snd_max > self.snd_una && self.rtx_at.is_none() && self.state != State::TimeWait {
-            self.rtx_at = Some(now.add_nanos(self.rto_ns()));
+        if self.snd_max > self.snd_una && a.rtx_at.is_none() && self.state != State::TimeWait {
+            a.rtx_at = Some(now.add_nanos(self.rto_ns()));
         }
         // Persist: the peer's window is zero, data waits, nothing is in flight.
         let waiting = self.snd_nxt < self.app_end && self.snd_max == self.snd_una;
         if self.snd_wnd == 0 && waiting && self.state.is_synchronized() {
-            if self.persist_at.is_none() && !self.probe_due {
-                self.persist_at = Some(now.add_nanos(self.rto_ns()));
+            if a.persist_at.is_none() && !self.probe_due {
+                a.persist_at = Some(now.add_nanos(self.rto_ns()));
             }
         } else {
-            self.persist_at = None;
+            a.persist_at = None;
         }
         // Keepalive: idle connection, nothing outstanding (RFC 9293 §3.8.4).
-        self.keepalive_at = match self.cfg.keepalive {
+        a.keepalive_at = match self.cfg.keepalive {
             Some(k)
                 if matches!(self.state, State::Established | State::CloseWait)
                     && self.snd_una == self.snd_max =>
@@ -55,15 +115,17 @@ impl<B: SegBuf> Connection<B> {
             }
             _ => None,
         };
-        self.arm_pto(now);
+        a.tlp_at = self.pto_at(now, a.rtx_at);
+        a
     }
 
     /// RFC 8985 §7.2: schedule the probe timeout when the connection is sending normally, a
     /// SACK peer, with data outstanding, not in recovery and no probe unanswered. Deviation:
     /// SACKed data outstanding (RACK still waiting out reordering, or the tail beyond it lost)
     /// does not prevent the probe; in the simulator that condition cost ~20 % more RTOs. `tlp_at` is
-    /// cleared wherever the PTO must restart (new data sent, new data acknowledged).
-    fn arm_pto(&mut self, now: Instant) {
+    /// cleared wherever the PTO must restart (new data sent, new data acknowledged). Returns
+    /// the probe timeout to keep or set, given the retransmission timer `rtx_at`.
+    fn pto_at(&self, now: Instant, rtx_at: Option<Instant>) -> Option<Instant> {
         let eligible = self.rack_on()
             && matches!(
                 self.state,
@@ -80,11 +142,10 @@ impl<B: SegBuf> Connection<B> {
             && !self.tlp_due
             && self.snd_wnd > 0;
         if !eligible {
-            self.tlp_at = None;
-            return;
+            return None;
         }
         if self.tlp_at.is_some() {
-            return;
+            return self.tlp_at;
         }
         // In nanoseconds (as the RTO).
         let pto = match self.rtt.srtt_ns() {
@@ -103,11 +164,12 @@ impl<B: SegBuf> Connection<B> {
         };
         // RFC 8985 §7.2: never later than the RTO would fire.
         let at = now.add_nanos(pto);
-        self.tlp_at = Some(self.rtx_at.map_or(at, |r| r.min(at)));
+        Some(rtx_at.map_or(at, |r| r.min(at)))
     }
 
     /// Run expired timers.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.settle_timers();
         if self.timewait_at.is_some_and(|t| t <= now) {
             // RFC 9293 §3.10.8: TIME-WAIT timeout, delete the TCB.
             self.timewait_at = None;
