@@ -334,58 +334,76 @@ impl<B: SegBuf> Connection<B> {
             }
         }
         // Loss recovery retransmissions first (RFC 6675 §5 NextSeg rule 1 / RFC 6582).
-        if !self.rack_on() && self.in_recovery && self.newreno_rtx {
-            let cwnd_ok = self.pipe() < self.cc.cwnd || self.rtx_next == self.snd_una;
-            let hole = if self.sack_ok && !self.sb.is_empty() {
-                self.sb.next_hole(self.rtx_next.max(self.snd_una))
-            } else if self.rtx_next == self.snd_una && self.snd_una < self.snd_max {
-                Some((self.snd_una, self.snd_max))
-            } else {
-                None
-            };
-            match hole {
-                Some((s, e)) if cwnd_ok => {
-                    let bound = self.next_boundary(s);
-                    let end = e.min(s + emss.min(self.tx_limit)).min(bound).min(fin_at);
-                    if !self.sack_ok {
-                        self.newreno_rtx = false;
-                    }
-                    if end > s {
-                        if s == self.snd_una {
-                            self.una_rtx_mark = Some(self.snd_max);
-                            // The oldest outstanding segment was just (re)sent: its timeout
-                            // starts now (RFC 6298 §5.1 applied to the head, as Linux's
-                            // tcp_rearm_rto does), or the RTO would cut recovery short whenever
-                            // RTO < 2 RTT.
-                            self.rtx_at = Some(now.add_nanos(self.rto_ns()));
-                        }
-                        self.rtx_next = end;
-                        return Some(Plan {
-                            start: s,
-                            end,
-                            syn: false,
-                            fin: false,
-                            retransmit: true,
-                            bound,
-                        });
-                    }
-                    if s == fin_at && self.fin_queued {
-                        self.rtx_next = fin_at + 1;
-                        return Some(Plan {
-                            start: s,
-                            end: s,
-                            syn: false,
-                            fin: true,
-                            retransmit: true,
-                            bound,
-                        });
-                    }
-                }
-                None if self.sack_ok => self.newreno_rtx = self.sb.is_empty(),
-                _ => {}
-            }
+        if !self.rack_on()
+            && self.in_recovery
+            && self.newreno_rtx
+            && let Some(p) = self.newreno_plan(now, emss, fin_at)
+        {
+            return Some(p);
         }
-        // New data (or go-back-N after an RTO).
+        self.new_data_plan(emss, fin_at)
+    }
+
+    /// Without RACK, in fast recovery (RFC 6675 §5 NextSeg rule 1 with SACK, RFC 6582
+    /// without): the next hole's retransmission, if cwnd allows. `None`: plan new data.
+    #[cold]
+    fn newreno_plan(&mut self, now: Instant, emss: u64, fin_at: u64) -> Option<Plan> {
+        let cwnd_ok = self.pipe() < self.cc.cwnd || self.rtx_next == self.snd_una;
+        let hole = if self.sack_ok && !self.sb.is_empty() {
+            self.sb.next_hole(self.rtx_next.max(self.snd_una))
+        } else if self.rtx_next == self.snd_una && self.snd_una < self.snd_max {
+            Some((self.snd_una, self.snd_max))
+        } else {
+            None
+        };
+        match hole {
+            Some((s, e)) if cwnd_ok => {
+                let bound = self.next_boundary(s);
+                let end = e.min(s + emss.min(self.tx_limit)).min(bound).min(fin_at);
+                if !self.sack_ok {
+                    self.newreno_rtx = false;
+                }
+                if end > s {
+                    if s == self.snd_una {
+                        self.una_rtx_mark = Some(self.snd_max);
+                        // The oldest outstanding segment was just (re)sent: its timeout
+                        // starts now (RFC 6298 §5.1 applied to the head, as Linux's
+                        // tcp_rearm_rto does), or the RTO would cut recovery short whenever
+                        // RTO < 2 RTT.
+                        self.rtx_at = Some(now.add_nanos(self.rto_ns()));
+                    }
+                    self.rtx_next = end;
+                    return Some(Plan {
+                        start: s,
+                        end,
+                        syn: false,
+                        fin: false,
+                        retransmit: true,
+                        bound,
+                    });
+                }
+                if s == fin_at && self.fin_queued {
+                    self.rtx_next = fin_at + 1;
+                    return Some(Plan {
+                        start: s,
+                        end: s,
+                        syn: false,
+                        fin: true,
+                        retransmit: true,
+                        bound,
+                    });
+                }
+            }
+            None if self.sack_ok => self.newreno_rtx = self.sb.is_empty(),
+            _ => {}
+        }
+        None
+    }
+
+    /// New data, or go-back-N after an RTO, within cwnd and the peer's window (RFC 9293
+    /// §3.7.4 Nagle, §3.8.6.2.1 sender SWS avoidance), then the FIN.
+    #[inline(always)]
+    fn new_data_plan(&self, emss: u64, fin_at: u64) -> Option<Plan> {
         // (With RACK, go-back-N only happens in the fallback of `on_rto`: SND.NXT < SND.MAX.)
         let rack_pipe = self.rack_on() && self.snd_nxt >= self.snd_max;
         let in_flight = if rack_pipe || (self.in_recovery && self.sack_ok) {
