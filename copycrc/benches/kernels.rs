@@ -1,7 +1,8 @@
 //! CRC32c alone and fused with a copy, against `crc-fast`, the `crc32c` crate and a plain copy,
 //! at FPDU sizes (MTU 1500 and 9000) and a small and a large message; the three-stream kernel
 //! of CPUs without AVX-512 against the `crc32c` crate's CRC and a copy; the copy with the CRC
-//! and the RFC 1071 sum in one pass against the copy with the CRC and then the sum.
+//! and the RFC 1071 sum in one pass against the copy with the CRC and then the sum, and the
+//! copy with the sum alone (FPDUs without CRCs) against the copy and then the sum.
 //!
 //! `cargo bench -p copycrc --bench kernels`
 //!
@@ -66,6 +67,21 @@ fn kernels(c: &mut Criterion) {
         if copycrc::fuses_sum() {
             g.bench_with_input(BenchmarkId::new("copy_crc32c_sum", len), src, |b, s| {
                 b.iter(|| copycrc::copy_crc32c_sum(0, black_box(s), dst))
+            });
+        }
+        // FPDUs without CRCs: the copy, then the sum of the bytes written, against the copy
+        // that sums in its pass.
+        if let Some(k) = copycrc::SumKernel::ALL.into_iter().find(|k| k.available()) {
+            g.bench_with_input(BenchmarkId::new("copy+sum", len), src, |b, s| {
+                b.iter(|| {
+                    dst.copy_from_slice(black_box(s));
+                    k.sum(black_box(&*dst))
+                })
+            });
+        }
+        if copycrc::fuses_copy_sum() {
+            g.bench_with_input(BenchmarkId::new("copy_sum", len), src, |b, s| {
+                b.iter(|| copycrc::copy_sum(black_box(s), dst))
             });
         }
         // CPUs without AVX-512: the three-stream kernel, against what the `crc32c` crate does

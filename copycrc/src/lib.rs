@@ -247,6 +247,63 @@ pub unsafe fn copy_crc32c_sum_raw(
     None
 }
 
+/// Whether [`copy_sum_raw`] runs its fused kernel on this CPU (AVX-512F/BW): the copy and
+/// the RFC 1071 sum in one pass, [`copy_crc32c_sum_raw`] without the CRC (a frame's payload
+/// when MPA CRCs are off). Otherwise it returns `None` and callers keep a copy and a sum pass
+/// of their own.
+pub fn fuses_copy_sum() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        sum::avx512_available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Copy `src` into `dst[..src.len()]` and return the RFC 1071 sum of the bytes copied (as
+/// [`copy_crc32c_sum`]'s, without a CRC), in one pass; `None` (nothing copied) where
+/// [`fuses_copy_sum`] is false.
+///
+/// # Panics
+/// If `dst` is shorter than `src`.
+#[inline]
+pub fn copy_sum(src: &[u8], dst: &mut [u8]) -> Option<u16> {
+    check_room(src, dst);
+    // SAFETY: src is valid for reads and dst for writes of src.len() bytes (checked above);
+    // a `&[u8]` and a `&mut [u8]` cannot overlap.
+    unsafe { copy_sum_raw(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
+/// [`copy_sum`] over raw pointers (memory shared with another process, as
+/// [`copy_crc32c_raw`]). Each source byte is read once: the sum covers the values copied,
+/// even if another process changes the source meanwhile. `None`, nothing read or written,
+/// where [`fuses_copy_sum`] is false.
+///
+/// # Safety
+/// As [`copy_crc32c_raw`].
+#[inline]
+pub unsafe fn copy_sum_raw(src: *const u8, dst: *mut u8, len: usize) -> Option<u16> {
+    #[cfg(target_arch = "x86_64")]
+    if fuses_copy_sum() {
+        let mut acc = 0u64;
+        let mut at = 0;
+        // Pieces of SUM_CHUNK bytes (even): each starts on a word boundary of the whole.
+        while at < len {
+            let n = (len - at).min(fold::SUM_CHUNK);
+            // SAFETY: the features were detected; [at, at + n) lies inside both ranges
+            // (caller), n <= SUM_CHUNK.
+            acc += unsafe { sum::copy_avx512(src.add(at), dst.add(at), n) };
+            at += n;
+        }
+        // Words paired little-endian: the byte-swapped sum (RFC 1071 §2(B)).
+        return Some(sum::fold(acc).swap_bytes());
+    }
+    let _ = (src, dst, len);
+    None
+}
+
 /// [`copy_crc32c_raw`] without the kernels: through a buffer of our own, so that each source
 /// byte is read once and the CRC covers exactly the bytes written, and no reference is formed
 /// over either range (either may be memory another process writes).

@@ -219,3 +219,61 @@ pub(crate) unsafe fn avx2(src: *const u8, len: usize) -> u16 {
     total += u64::from(u32::from_le_bytes(tail));
     fold(total).swap_bytes()
 }
+
+/// Load 64 bytes from `src + at`, store them at `dst + at`.
+///
+/// # Safety
+/// `[at, at + 64)` lies inside both ranges of [`copy_avx512`]'s contract.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_block(src: *const u8, dst: *mut u8, at: usize) -> __m512i {
+    // SAFETY: inside the source range (caller); unaligned loads are allowed.
+    let v = unsafe { _mm512_loadu_si512(src.add(at).cast()) };
+    // SAFETY: inside the destination range (caller); unaligned stores are allowed.
+    unsafe { _mm512_storeu_si512(dst.add(at).cast(), v) };
+    v
+}
+
+/// Copy `len` bytes from `src` to `dst` and return the sum of the same bytes' little-endian
+/// 16-bit words paired from `src` (an odd last byte padded with zero), unfolded: each
+/// 64-byte block loaded once, stored and summed from the register (the technique of
+/// [`blocks512`], two accumulators), the last 0-63 bytes loaded and stored with a mask.
+/// The sum is of the values stored, even if another process changes the source meanwhile.
+///
+/// # Safety
+/// AVX-512F/BW are available ([`avx512_available`]); `src` is valid for reads and `dst` for
+/// writes of `len` bytes, the ranges do not overlap; `len <= CHUNK_BLOCKS * 64`.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn copy_avx512(src: *const u8, dst: *mut u8, len: usize) -> u64 {
+    let flip = _mm512_set1_epi16(i16::MIN);
+    let ones = _mm512_set1_epi16(1);
+    let step = |acc, v| _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_xor_si512(v, flip), ones));
+    let mut acc = [_mm512_setzero_si512(); 2];
+    let mut at = 0;
+    while at + 128 <= len {
+        // SAFETY: at + 128 <= len.
+        let (a, b) = unsafe { (copy_block(src, dst, at), copy_block(src, dst, at + 64)) };
+        acc = [step(acc[0], a), step(acc[1], b)];
+        at += 128;
+    }
+    if at + 64 <= len {
+        // SAFETY: at + 64 <= len.
+        acc[0] = step(acc[0], unsafe { copy_block(src, dst, at) });
+        at += 64;
+    }
+    let mut blocks = at / 64;
+    let rest = len - at;
+    if rest > 0 {
+        let m = byte_mask(0, rest);
+        // SAFETY: the mask selects bytes [at, len) only: masked-out bytes are neither read
+        // nor written (and cannot fault). They count as zero words.
+        let v = unsafe { _mm512_maskz_loadu_epi8(m, src.add(at).cast::<i8>()) };
+        // SAFETY: as above, for the destination.
+        unsafe { _mm512_mask_storeu_epi8(dst.add(at).cast::<i8>(), m, v) };
+        acc[1] = step(acc[1], v);
+        blocks += 1;
+    }
+    let t = lanes_sum(_mm512_add_epi32(acc[0], acc[1]));
+    // Exact: each of the 32 words per block was added as w - 0x8000.
+    (t + ((blocks as i64) << BLOCK_BIAS_SHIFT)) as u64
+}

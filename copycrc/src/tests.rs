@@ -405,3 +405,60 @@ fn the_fused_sum_matches_the_references() {
         }
     }
 }
+
+/// The fused copy and sum (no CRC) equals RFC 1071 §1's definition and copies byte for byte,
+/// writing nothing around: every length 0..=2100 from every start offset within a 64-byte
+/// block (destination offsets varied too), random and all-ones bytes (the largest lane sums),
+/// and across its 1 MiB pieces.
+#[test]
+fn the_fused_copy_sum_matches_the_definition() {
+    if !fuses_copy_sum() {
+        let mut out = [0u8; 4];
+        assert_eq!(copy_sum(&[1, 2, 3], &mut out), None);
+        assert_eq!(out, [0; 4], "nothing written without the kernel");
+        return;
+    }
+    let buf = data(2100 + 64, 6);
+    let ones = vec![0xffu8; 2100 + 64];
+    let mut out = vec![0u8; 2100 + 130];
+    let mut check = |d: &[u8], doff: usize, what: &str| {
+        let fill = (d.len() as u8) ^ 0xa5;
+        out.fill(fill);
+        let got = copy_sum(d, &mut out[doff..]);
+        assert_eq!(
+            got,
+            Some(ones_sum_reference(d)),
+            "{what} len {} doff {doff}",
+            d.len()
+        );
+        assert_copied(&out, doff, d, fill, what);
+    };
+    for off in 0..64 {
+        for len in 0..=2100 {
+            check(
+                &buf[off..off + len],
+                (off * 5 + len) % 64,
+                &format!("off {off}"),
+            );
+        }
+        for len in [0, 1, 63, 64, 65, 127, 128, 129, 1448, 2100] {
+            check(&ones[off..off + len], off, &format!("ones off {off}"));
+        }
+    }
+    // Longer than a piece (1 MiB): the sum carries over.
+    let long = data((1 << 21) + 300, 7);
+    let ff = vec![0xffu8; (1 << 21) + 300];
+    let mut out = vec![0u8; (1 << 21) + 300];
+    for off in [0, 1, 63] {
+        for d in [&long[off..], &ff[off..], &long[off..off + (1 << 20) + 77]] {
+            let got = copy_sum(d, &mut out);
+            assert_eq!(
+                got,
+                Some(ones_sum_reference(d)),
+                "long off {off} len {}",
+                d.len()
+            );
+            assert_eq!(&out[..d.len()], d);
+        }
+    }
+}
