@@ -620,10 +620,12 @@ impl Netstack {
         let Some(log) = e.log(h) else {
             return false;
         };
+        let copy = log.copy_mode();
         let mut f = Frames {
             log,
             table: table.as_deref(),
             mac,
+            copy,
         };
         let mut unsealed = std::mem::take(&mut self.unsealed);
         // As `emit`: true when the connection may have more to send (budget used up, or the

@@ -13,7 +13,7 @@ use super::engine::Net;
 use super::memory::MemTable;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
-use crate::rdma::txlog::TxLog;
+use crate::rdma::txlog::{CopyMode, TxLog};
 use crate::rss::RssSteering;
 use tcp::ConnHandle;
 use tcp::iface::{ETH_HEADER_LEN, IP_PROTO_TCP, IPV4_HEADER_LEN, MIN_FRAME_LEN};
@@ -168,12 +168,15 @@ pub(crate) fn add_to_checksum(field: &mut [u8], sum: u16) {
 /// What the frames of one batch of a connection share, looked up once per batch rather than
 /// per frame (the engine's connections change only in its own poll, not while the netstack
 /// emits): the connection's FPDU log, the memory table when payload may go by reference
-/// (`None`: every payload is copied, [`Engine::copy_payload`]), and the next hop's MAC,
-/// resolved by the caller for the connection's peer (every segment goes there).
+/// (`None`: every payload is copied, [`Engine::copy_payload`]), the next hop's MAC,
+/// resolved by the caller for the connection's peer (every segment goes there), and how a
+/// copied payload is read from the log ([`TxLog::copy_mode`]: atomic loads and CPU feature
+/// checks, once per batch instead of once per frame).
 pub(crate) struct Frames<'a> {
     pub(crate) log: &'a mut TxLog,
     pub(crate) table: Option<&'a MemTable>,
     pub(crate) mac: [u8; 6],
+    pub(crate) copy: CopyMode,
 }
 
 /// One segment of RDMA connection `h`, zero copy (DESIGN.md §2.6): Ethernet, IP and TCP
@@ -251,19 +254,18 @@ pub(crate) fn emit_zero_copy(
         if copy {
             // The payload's sum (the header's is in the field) comes later, and so do the
             // CRCs unless the copy computes them; where the copy also sums
-            // ([`TxLog::fuses_sum`]) and met no cut FPDU, the frame is finished here.
-            let (crcs, sum) = if !log.fuses() {
-                log.read_unsealed(t.payload.start, p);
-                (Missing::All, None)
-            } else if log.fuses_sum() {
-                match log.read_fused_sum(t.payload.start, p) {
+            // ([`CopyMode::FusedSum`]) and met no cut FPDU, the frame is finished here.
+            let (crcs, sum) = match frames.copy {
+                CopyMode::Unsealed => {
+                    log.read_unsealed(t.payload.start, p);
+                    (Missing::All, None)
+                }
+                CopyMode::FusedSum => match log.read_fused_sum(t.payload.start, p) {
                     (true, _) => (Missing::Cut, None),
                     (false, sum) => (Missing::None, sum),
-                }
-            } else if log.read_fused(t.payload.start, p) {
-                (Missing::Cut, None)
-            } else {
-                (Missing::None, None)
+                },
+                CopyMode::Fused if log.read_fused(t.payload.start, p) => (Missing::Cut, None),
+                CopyMode::Fused => (Missing::None, None),
             };
             match (sum, front.get_mut(hdr + 16..hdr + 18)) {
                 // TCP headers are whole 32-bit words: the payload starts on a 16-bit word

@@ -368,6 +368,18 @@ impl Region {
         Some(sum)
     }
 
+    /// Copy region bytes from `off` into `dst` and return the RFC 1071 sum of the bytes
+    /// copied (from `dst`'s first byte), in the copy's pass ([`copycrc::copy_sum_raw`]): the
+    /// sender's copy of a payload whose FPDUs carry no CRC. None, nothing read, when out of
+    /// range or without that kernel on this CPU.
+    pub fn read_sum(&self, off: u64, dst: &mut [u8]) -> Option<u16> {
+        let src = self.range(off, dst.len())?;
+        // SAFETY: src..src+len is inside the live mapping (range), dst is our own buffer (no
+        // overlap); a concurrent writer in another process can only change the values read,
+        // and the sum covers the values copied.
+        unsafe { copycrc::copy_sum_raw(src, dst.as_mut_ptr(), dst.len()) }
+    }
+
     /// Run `f` over region bytes `[off, off + len)` in chunks of at most `CHUNK` bytes, each
     /// copied to a stack buffer first (the application may change shared memory while we read
     /// it: the chunk is what we hash and what the caller sees). False when out of range.

@@ -371,6 +371,9 @@ pub struct TxLog {
     sums: bool,
     /// [`LogMode::defer_crc`].
     defer_crc: bool,
+    /// Some record was logged with its CRC left to the copy (`Record::crc_later`): the
+    /// connection's FPDUs carry CRCs ([`TxLog::copy_mode`]).
+    crcs: bool,
     scratch: Vec<u8>,
     /// The regions the records' pieces name.
     regions: Regions,
@@ -441,6 +444,7 @@ impl TxLog {
         r.start = self.end;
         r.fpdu = r.len / r.run.max(1);
         r.inv = if r.run > 1 { reciprocal(r.fpdu) } else { 0 };
+        self.crcs |= r.crc_later;
         self.end += u64::from(r.len);
         let len = r.len;
         self.recs.push_back(r);
@@ -1164,7 +1168,10 @@ impl TxLog {
             if r.step > 0 {
                 let (k, fs, fe) = r.fpdu_at(at);
                 let d = &mut dst[w..(fe.min(end) - stream_offset) as usize];
-                if fs == at && fe <= end && self.copy_run_fpdu(r, k, d, false) {
+                if fs == at
+                    && fe <= end
+                    && self.copy_run_fpdu(r, k, d, RunCrc::Logged, false).is_some()
+                {
                     at = fe;
                     continue;
                 }
@@ -1209,17 +1216,30 @@ impl TxLog {
         self.read_fused_into(stream_offset, dst, None)
     }
 
-    /// Whether [`TxLog::read_fused_sum`] sums in the copy's pass: [`TxLog::fuses`] with the
-    /// `copycrc` implementation, on a CPU with its copy-CRC-sum kernel
-    /// ([`copycrc::fuses_sum`]). Elsewhere the caller keeps [`TxLog::read_fused`] and a sum
-    /// of the frame's payload of its own.
-    pub fn fuses_sum(&self) -> bool {
-        self.fuses() && copycrc::fuses_sum()
+    /// How a frame's payload is best copied from this log on this CPU ([`CopyMode`]): with
+    /// deferred CRCs ([`LogMode::defer_crc`]), [`CopyMode::FusedSum`] where the copy computes
+    /// the CRCs and the sum in its pass (the CRC implementation fuses copies and the CPU has
+    /// `copycrc`'s copy-CRC-sum kernel, [`copycrc::fuses_sum`]; or, FPDUs without CRCs, its
+    /// copy-sum kernel, [`copycrc::fuses_copy_sum`]), else [`CopyMode::Fused`] where the copy
+    /// computes the CRCs, else [`CopyMode::Unsealed`]. A few atomic loads and a feature
+    /// check: the sender asks once per batch of frames.
+    pub fn copy_mode(&self) -> CopyMode {
+        if !self.defer_crc {
+            return CopyMode::Unsealed;
+        }
+        let crc_fuses = netcore::crc::current().fuses_copy();
+        match (crc_fuses, self.crcs) {
+            (true, _) if copycrc::fuses_sum() => CopyMode::FusedSum,
+            (true, _) => CopyMode::Fused,
+            (false, false) if copycrc::fuses_copy_sum() => CopyMode::FusedSum,
+            (false, _) => CopyMode::Unsealed,
+        }
     }
 
     /// [`TxLog::read_fused`] that also returns the RFC 1071 sum of the bytes it wrote into
-    /// `dst` ([`ones_complement_sum`]'s value for `dst`): the region's payload summed in the
-    /// copy's pass ([`Region::read_crc_sum`]), each FPDU's head, pad and CRC field from the
+    /// `dst` ([`ones_complement_sum`]'s value for `dst`): the region's payload of each FPDU of
+    /// a run summed in the copy's pass ([`Region::read_crc_sum`]; without CRCs,
+    /// [`Region::read_sum`]), each FPDU's head, pad and CRC field from the
     /// small buffers they are built in, other parts from `dst` after they are written, a
     /// piece at an odd offset of `dst` byte-swapped (RFC 1071 §2(B)). The sum is `None` when
     /// an FPDU was cut (the first value true): [`TxLog::seal_cut`] still writes into `dst`.
@@ -1244,6 +1264,28 @@ impl TxLog {
                 break;
             };
             let o = (at - stream_offset) as usize;
+            if r.step > 0 {
+                // The write_bw path: an FPDU of a run, whole in `dst`, its CRC (if on) and its
+                // sum (if asked) computed in the copy's pass.
+                let (k, fs, fe) = r.fpdu_at(at);
+                let (crc, logged) = (RunCrc::Compute, RunCrc::Logged);
+                if fs == at
+                    && fe <= end
+                    && let d = &mut dst[o..(fe - stream_offset) as usize]
+                    && let Some(v) = match (r.crc_later, sum.is_some()) {
+                        (true, true) => self.copy_run_fpdu(r, k, d, crc, true),
+                        (true, false) => self.copy_run_fpdu(r, k, d, crc, false),
+                        (false, true) => self.copy_run_fpdu(r, k, d, logged, true),
+                        (false, false) => self.copy_run_fpdu(r, k, d, logged, false),
+                    }
+                {
+                    if let Some(s) = sum.as_deref_mut() {
+                        s.add(o, v);
+                    }
+                    at = fe;
+                    continue;
+                }
+            }
             if !r.crc_later {
                 // Nothing to compute (an MPA frame, CRCs off): the record's bytes in one read.
                 let stop = r.end().min(end);
@@ -1260,16 +1302,6 @@ impl TxLog {
             let d = &mut dst[o..(stop - stream_offset) as usize];
             let whole = fs == at && fe <= end;
             cut |= !whole;
-            // The write_bw path: an FPDU of a run, its sum from the copy's pass.
-            if whole
-                && r.step > 0
-                && let Some(s) = sum.as_deref_mut()
-                && let Some(v) = self.copy_run_fpdu_sum(r, k, d)
-            {
-                s.add(o, v);
-                at = stop;
-                continue;
-            }
             if !(whole && self.copy_fpdu(r, k, d)) {
                 self.read_unsealed(at, d);
                 if whole {
@@ -1295,7 +1327,9 @@ impl TxLog {
             return false;
         };
         if r.step > 0 {
-            return self.copy_run_fpdu(r, k, d, true);
+            return self
+                .copy_run_fpdu(r, k, d, RunCrc::Compute, false)
+                .is_some();
         }
         let mut crc = Crc32c::new();
         if r.tlen == 0 && r.pieces.iter().all(Option::is_none) {
@@ -1338,63 +1372,32 @@ impl TxLog {
 
     /// FPDU `k` of a run ([`TxLog::push_run`]) into `d` (its exact length): its head built in
     /// a small buffer of fixed size (the offset field advanced there) and copied, then the
-    /// region's bytes, then the pad and the CRC field; with `crc` ([`TxLog::copy_fpdu`]) the
-    /// CRC computed on the way and written, else the field copied as logged (zero). False
-    /// (nothing reliable in `d`) when the record does not add up to `d`. No FPDU parts
-    /// ([`Record::fpdu_parts`]) are built and moved through the stack: those were read back
-    /// by loads spanning several smaller stores, which the CPU cannot forward from its store
-    /// buffer, so each such load waited until the buffer (the previous frame's payload) had
-    /// drained, 20-60 ns per FPDU on an Intel Xeon (BENCHMARKS.md §4). Here every load of the
-    /// head reads bytes that one store wrote.
-    fn copy_run_fpdu(&self, r: &Record, k: u32, d: &mut [u8], crc: bool) -> bool {
-        let Head::Fixed(bytes, n) = &r.head else {
-            return false;
-        };
-        let (n, step) = (usize::from(*n), r.step as usize);
-        let (Some(p), Some(trailer)) = (r.pieces[0], r.trailer.get(..usize::from(r.tlen))) else {
-            return false;
-        };
-        let Some(region) = self.regions.get(p.slot) else {
-            return false;
-        };
-        let Some(pad) = trailer.len().checked_sub(iwarp::mpa::CRC_LEN) else {
-            return false;
-        };
-        if !(2..=RUN_HEAD).contains(&n) || n + step + trailer.len() != d.len() {
-            return false;
-        }
-        // A whole-buffer copy: each later load lies inside one of its stores.
-        let mut head = [0u8; RUN_HEAD];
-        head.copy_from_slice(&bytes[..RUN_HEAD]);
-        let by = u64::from(k) * u64::from(r.step);
-        // The ULPDU_LENGTH field first, then the DDP header (RFC 5044 §4.1).
-        iwarp::ddp::wire::advance_offset(&mut head[2..n], by);
-        let (h, rest) = d.split_at_mut(n);
-        let (payload, tail) = rest.split_at_mut(step);
-        if !crc {
-            h.copy_from_slice(&head[..n]);
-            tail.copy_from_slice(trailer);
-            return region.read(p.offset + by, payload);
-        }
-        let mut c = Crc32c::new();
-        c.copy_update(&head[..n], h);
-        if !region.read_crc(p.offset + by, payload, &mut c) {
-            return false;
-        }
-        // The pad (zeros, RFC 5044 §4.1) hashed from the record, then the CRC field over
-        // everything before it (RFC 5044 §4.4).
-        c.update(&trailer[..pad]);
-        tail[..pad].copy_from_slice(&trailer[..pad]);
-        tail[pad..].copy_from_slice(&iwarp::mpa::crc_to_wire(c.value()));
-        true
-    }
-
-    /// [`TxLog::copy_run_fpdu`] with the CRC, returning the sum of the bytes written into `d`
-    /// ([`FrameSum`] from `d`'s start): the region's payload copied, hashed and summed in one
-    /// pass ([`Region::read_crc_sum`]), the head and the trailer summed from the buffers they
-    /// are copied from. None (nothing reliable in `d`) where [`TxLog::copy_run_fpdu`] fails
-    /// or the region's bytes cannot be read by the kernel.
-    fn copy_run_fpdu_sum(&self, r: &Record, k: u32, d: &mut [u8]) -> Option<u16> {
+    /// region's bytes, then the pad and the CRC field. With [`RunCrc::Compute`]
+    /// ([`TxLog::copy_fpdu`]) the CRC is computed on the way and written, with
+    /// [`RunCrc::Logged`] the field copied as logged (zero). With `sum`, returns the RFC 1071
+    /// sum of the bytes written into `d` ([`FrameSum`] from `d`'s start; 0 without): the
+    /// region's payload copied (and hashed) and summed in one pass ([`Region::read_sum`],
+    /// [`Region::read_crc_sum`]), the head and the trailer summed from the buffers they are
+    /// copied from. None (nothing reliable in `d`) when the record does not add up to `d`, or,
+    /// with `sum`, when the region's bytes cannot be read by a kernel that sums.
+    ///
+    /// No FPDU parts ([`Record::fpdu_parts`]) are built and moved through the stack: those
+    /// were read back by loads spanning several smaller stores, which the CPU cannot forward
+    /// from its store buffer, so each such load waited until the buffer (the previous frame's
+    /// payload) had drained, 20-60 ns per FPDU on an Intel Xeon (BENCHMARKS.md §4). Here the
+    /// head is built in this frame by one whole-buffer copy, and every later load of it (the
+    /// copy into `d`, its CRC and sum) reads bytes that one store wrote. Inlined always: each
+    /// caller passes constants (the fused read one per case), which leave one path of the
+    /// copier in each copy.
+    #[inline(always)]
+    fn copy_run_fpdu(
+        &self,
+        r: &Record,
+        k: u32,
+        d: &mut [u8],
+        crc: RunCrc,
+        sum: bool,
+    ) -> Option<u16> {
         let Head::Fixed(bytes, n) = &r.head else {
             return None;
         };
@@ -1405,28 +1408,75 @@ impl TxLog {
         if !(2..=RUN_HEAD).contains(&n) || n + step + trailer.len() != d.len() {
             return None;
         }
+        // A whole-buffer copy: each later load lies inside one of its stores.
         let mut head = [0u8; RUN_HEAD];
         head.copy_from_slice(&bytes[..RUN_HEAD]);
         let by = u64::from(k) * u64::from(r.step);
+        // The ULPDU_LENGTH field first, then the DDP header (RFC 5044 §4.1).
         iwarp::ddp::wire::advance_offset(&mut head[2..n], by);
         let (h, rest) = d.split_at_mut(n);
         let (payload, tail) = rest.split_at_mut(step);
-        let mut c = Crc32c::new();
-        c.copy_update(&head[..n], h);
-        let mut sum = FrameSum::default();
-        sum.add(0, small_sum(&head[..n]));
-        sum.add(n, region.read_crc_sum(p.offset + by, payload, &mut c)?);
-        // The pad (zeros, RFC 5044 §4.1) hashed from the record, then the CRC field over
-        // everything before it (RFC 5044 §4.4).
-        c.update(&trailer[..pad]);
-        let mut t = [0u8; 3 + iwarp::mpa::CRC_LEN];
-        let t = t.get_mut(..trailer.len())?;
-        t[..pad].copy_from_slice(&trailer[..pad]);
-        t[pad..].copy_from_slice(&iwarp::mpa::crc_to_wire(c.value()));
-        tail.copy_from_slice(t);
-        sum.add(n + step, small_sum(t));
-        Some(sum.value())
+        let off = p.offset + by;
+        let mut s = FrameSum::default();
+        if sum {
+            s.add(0, small_sum(&head[..n]));
+        }
+        match crc {
+            RunCrc::Logged => {
+                h.copy_from_slice(&head[..n]);
+                if sum {
+                    s.add(n, region.read_sum(off, payload)?);
+                    s.add(n + step, small_sum(trailer));
+                } else if !region.read(off, payload) {
+                    return None;
+                }
+                tail.copy_from_slice(trailer);
+            }
+            RunCrc::Compute => {
+                let mut c = Crc32c::new();
+                c.copy_update(&head[..n], h);
+                if sum {
+                    s.add(n, region.read_crc_sum(off, payload, &mut c)?);
+                } else if !region.read_crc(off, payload, &mut c) {
+                    return None;
+                }
+                // The pad (zeros, RFC 5044 §4.1) hashed from the record, then the CRC field
+                // over everything before it (RFC 5044 §4.4), built aside to be summed.
+                c.update(&trailer[..pad]);
+                let mut t = [0u8; 3 + iwarp::mpa::CRC_LEN];
+                let t = t.get_mut(..trailer.len())?;
+                t[..pad].copy_from_slice(&trailer[..pad]);
+                t[pad..].copy_from_slice(&iwarp::mpa::crc_to_wire(c.value()));
+                tail.copy_from_slice(t);
+                if sum {
+                    s.add(n + step, small_sum(t));
+                }
+            }
+        }
+        Some(s.value())
     }
+}
+
+/// What [`TxLog::copy_run_fpdu`] writes into an FPDU's CRC field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunCrc {
+    /// The field as logged: zero (CRCs off, or the CRC left to [`TxLog::seal`]).
+    Logged,
+    /// The CRC computed over the bytes as they are copied (deferred CRCs, a fused read).
+    Compute,
+}
+
+/// How the sender copies a frame's payload from the FPDU log ([`TxLog::copy_mode`], chosen
+/// once per batch of frames).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyMode {
+    /// [`TxLog::read_unsealed`]: the deferred CRCs ([`TxLog::seal`]) and the payload's sum
+    /// after the batch.
+    Unsealed,
+    /// [`TxLog::read_fused`]: the CRCs in the copy's pass, the sum after the batch.
+    Fused,
+    /// [`TxLog::read_fused_sum`]: the CRCs (if on) and the sum in the copy's pass.
+    FusedSum,
 }
 
 /// A running RFC 1071 sum of pieces written into a buffer ([`TxLog::read_fused_sum`]): each
@@ -1812,6 +1862,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The copy mode a batch of frames uses: FPDUs without CRCs are copied and summed in one
+    /// pass wherever the copy-sum kernel runs, whatever CRC implementation the process chose;
+    /// a log without deferred CRCs is read unsealed.
+    #[test]
+    fn copy_mode_sums_crcless_fpdus_in_the_copy_where_the_kernel_runs() {
+        for (crc, what, log, _, _) in run_logs() {
+            let mode = log.copy_mode();
+            if !crc && copycrc::fuses_copy_sum() {
+                assert_eq!(mode, CopyMode::FusedSum, "{what}");
+            }
+            if crc && !netcore::crc::current().fuses_copy() {
+                assert_eq!(mode, CopyMode::Unsealed, "{what}");
+            }
+        }
+        let mut s = setup(9000);
+        let (log, _) = build(&mut s, false, 1460, true);
+        assert_eq!(log.copy_mode(), CopyMode::Unsealed);
     }
 
     /// A run whose region is gone (or too short) is logged FPDU by FPDU with zeros, each of the
