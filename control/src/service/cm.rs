@@ -137,7 +137,7 @@ impl Service {
                 }
             }
             CmState::Requested { conn, thread, .. } => {
-                self.conns.remove(&conn);
+                self.let_go(conn);
                 let cmd = EngineCmd::Reject {
                     conn,
                     private_data: Vec::new(),
@@ -149,7 +149,7 @@ impl Service {
             CmState::Conn {
                 conn, thread, qp, ..
             } => {
-                self.conns.remove(&conn);
+                self.let_go(conn);
                 if let Some(q) = c.qps.get_mut(&qp) {
                     q.cm = None;
                 }
@@ -169,7 +169,7 @@ impl Service {
             // Connections end through DestroyQp (TERMINATE or close) in release_qp; only the
             // bookkeeping is dropped here.
             if let CmState::Conn { conn, .. } = st {
-                self.conns.remove(&conn);
+                self.let_go(conn);
                 continue;
             }
             self.end_cm(client, c, id, st);
@@ -406,7 +406,7 @@ impl Service {
         self.engine
             .send(thread, EngineCmd::Reject { conn, private_data })
             .or_else(|e| fail(ErrorCode::NoResources, format!("Reject: {e}")))?;
-        self.conns.remove(&conn);
+        self.let_go(conn);
         let c = self.client(client)?;
         c.cms.insert(id, CmState::Closed);
         c.counters.rejected += 1;
@@ -445,8 +445,8 @@ impl Service {
         let what = tracing::enabled!(tracing::Level::DEBUG).then(|| format!("{ev:?}"));
         self.dispatch_engine_event(ev);
         if self.totals.orphan_events != orphans {
-            // Mostly a benign race: the application destroyed the CM id (or the client left)
-            // while the connection's end was on its way.
+            // Not the benign race of a connection the application let go of while its end
+            // was on its way (`late_events`).
             tracing::debug!(
                 event = what.unwrap_or_default(),
                 "an event for a connection or QP no longer known"
@@ -484,7 +484,7 @@ impl Service {
                 negotiated,
                 private_data,
             } => {
-                let Some((client, id)) = self.conn_owner(conn) else {
+                let Some((client, id)) = self.conn_owner(conn, false) else {
                     return;
                 };
                 let Some(c) = self.clients.get_mut(&client) else {
@@ -652,17 +652,46 @@ impl Service {
         );
     }
 
-    fn conn_owner(&mut self, conn: ConnId) -> Option<(ClientId, CmId)> {
+    /// The application lets go of `conn` (destroys its CM id or QP, rejects it, or leaves)
+    /// while the dataplane may still report on it: its events from now on are late, not
+    /// orphans ([`Service::unclaimed`]).
+    pub(crate) fn let_go(&mut self, conn: ConnId) {
+        if self.conns.remove(&conn).is_none() {
+            return;
+        }
+        self.let_go_conns.insert(conn);
+        while self.let_go_conns.len() > super::LET_GO_MAX {
+            self.let_go_conns.pop_first();
+        }
+    }
+
+    /// An event for `conn` that no CM id claims: late if the application let go of the
+    /// connection (forgotten at its last event, `last`), an orphan otherwise.
+    fn unclaimed(&mut self, conn: ConnId, last: bool) {
+        let late = if last {
+            self.let_go_conns.remove(&conn)
+        } else {
+            self.let_go_conns.contains(&conn)
+        };
+        if late {
+            self.totals.late_events += 1;
+        } else {
+            self.totals.orphan_events += 1;
+        }
+    }
+
+    /// The client and CM id of `conn`; `last`: the connection's last event.
+    fn conn_owner(&mut self, conn: ConnId, last: bool) -> Option<(ClientId, CmId)> {
         let r = self.conns.get(&conn).copied();
         if r.is_none() {
-            self.totals.orphan_events += 1;
+            self.unclaimed(conn, last);
         }
         r
     }
 
     /// A connection is over: its CM id closes, its QP (still the client's) goes to `state`.
     fn conn_end(&mut self, conn: ConnId, state: u8) -> Option<(ClientId, CmId)> {
-        let (client, id) = self.conn_owner(conn)?;
+        let (client, id) = self.conn_owner(conn, true)?;
         self.conns.remove(&conn);
         let c = self.clients.get_mut(&client)?;
         if let Some(CmState::Conn { qp, .. }) = c.cms.get(&id).cloned()
@@ -692,7 +721,7 @@ impl Service {
         make: impl FnOnce(CmId, QpId) -> Event,
     ) {
         let Some(&(client, qpid)) = self.qp_owner.get(&qp) else {
-            self.totals.orphan_events += 1;
+            self.unclaimed(conn, false);
             return;
         };
         self.bump(client, count);

@@ -23,7 +23,7 @@ use client::{Client, Departed};
 use dataplane::rdma::{
     ClientId, ConnId, CrcMode, EngineHandle, ListenerId, MpaPolicy, QpNum, QpNumAllocator, RtrMode,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -143,14 +143,23 @@ pub struct Totals {
     pub requests: u64,
     /// Requests refused.
     pub errors: u64,
-    /// Engine events that matched no client (it had left).
+    /// Engine events that matched no connection or QP the daemon knows or let go of: none is
+    /// expected (each is logged at debug).
     pub orphan_events: u64,
+    /// Engine events for connections the application had let go of (it destroyed their CM id
+    /// or QP, or left) while their end was on its way from the dataplane: expected, and not
+    /// delivered (nobody holds the CM id any more).
+    pub late_events: u64,
     /// Completions of the clients that have been freed.
     pub freed_completions: u64,
     /// The QP counters of the clients that have been freed (their `[client.N]` sections are
     /// gone; the stats file keeps these under `[freed_clients]`).
     pub freed_qps: QpTotals,
 }
+
+/// Most connections [`Service`] remembers as let go of (a rejected request's connection has no
+/// last event to forget it by).
+const LET_GO_MAX: usize = 4096;
 
 /// The service. Not thread-safe by itself: the server keeps it in a `Mutex`.
 pub struct Service {
@@ -162,6 +171,10 @@ pub struct Service {
     next_handle: u32,
     qpnums: QpNumAllocator,
     conns: HashMap<ConnId, (ClientId, CmId)>,
+    /// Connections taken out of `conns` because the application let go of them while the
+    /// dataplane may still report on them (`Service::let_go`), until their last event; the
+    /// oldest are forgotten beyond [`LET_GO_MAX`] (connection ids are never reused, and grow).
+    let_go_conns: BTreeSet<ConnId>,
     listeners: HashMap<ListenerId, (ClientId, CmId)>,
     qp_owner: HashMap<QpNum, (ClientId, QpId)>,
     next_thread: usize,
@@ -190,6 +203,7 @@ impl Service {
             next_handle: 0,
             qpnums: QpNumAllocator::default(),
             conns: HashMap::new(),
+            let_go_conns: BTreeSet::new(),
             listeners: HashMap::new(),
             qp_owner: HashMap::new(),
             next_thread: 0,

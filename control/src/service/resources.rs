@@ -531,9 +531,9 @@ impl Service {
             return;
         };
         if let Some(cm) = q.cm
-            && let Some(super::client::CmState::Conn { conn, .. }) = c.cms.get(&cm)
+            && let Some(&super::client::CmState::Conn { conn, .. }) = c.cms.get(&cm)
         {
-            self.conns.remove(conn);
+            self.let_go(conn);
         }
         match q.thread {
             Some(t) => {

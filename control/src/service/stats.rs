@@ -82,6 +82,7 @@ impl Service {
                 ("requests", t.requests),
                 ("errors", t.errors),
                 ("orphan_events", t.orphan_events),
+                ("late_events", t.late_events),
                 ("registered_mrs", self.engine.mem.len() as u64),
             ],
             &mut out,

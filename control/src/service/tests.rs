@@ -984,3 +984,64 @@ fn modify_to_error_of_an_unconnected_qp_hands_it_to_a_thread_that_flushes_it() {
         "no DestroyQp to thread {thread}"
     );
 }
+
+/// An application that destroys its CM id while the connection's end is on its way from the
+/// dataplane: the late `Disconnected` (and a `QpError` before it) are counted as late, not as
+/// orphans, and reach nobody; once the last event came the connection is forgotten. An event
+/// for a connection nobody ever had is still an orphan.
+#[test]
+fn events_after_destroying_the_cm_id_are_late_not_orphans() {
+    let mut h = H::new();
+    let (c, sink) = h.client();
+    let s = setup(&mut h, c);
+    let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
+        panic!()
+    };
+    let remote = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
+    let connect = Request::Connect {
+        id,
+        qp: s.qp,
+        remote,
+        private_data: vec![],
+        ird: 1,
+        ord: 1,
+        mpa: Default::default(),
+    };
+    assert_eq!(h.req(c, connect), Response::Done {});
+    let (thread, cmd) = (0..THREADS)
+        .flat_map(|t| h.cmds(t).into_iter().map(move |c| (t, c)))
+        .next()
+        .expect("a Connect command");
+    let EngineCmd::Connect { conn, qp, .. } = cmd else {
+        panic!("{cmd:?}")
+    };
+    h.event(established(conn, qp.qp));
+    assert_eq!(sink.take().len(), 1);
+    // The application destroys the CM id: the daemon disconnects the connection.
+    assert_eq!(h.req(c, Request::DestroyCmId { id }), Response::Done {});
+    assert!(
+        matches!(&h.cmds(thread)[..], [EngineCmd::Disconnect { conn: c2 }] if *c2 == conn),
+        "no Disconnect to thread {thread}"
+    );
+    let orphans = |h: &H| h.svc.totals().orphan_events;
+    let late = |h: &H| h.svc.totals().late_events;
+    assert_eq!((orphans(&h), late(&h)), (0, 0));
+    h.event(EngineEvent::Disconnected {
+        conn,
+        qp: Some(qp.qp),
+    });
+    assert_eq!((orphans(&h), late(&h)), (0, 1));
+    assert!(sink.take().is_empty(), "an event for a destroyed CM id");
+    assert!(h.svc.render_stats().contains("late_events = 1"));
+    // Its last event came: anything after it is unexpected again.
+    h.event(EngineEvent::Disconnected { conn, qp: None });
+    assert_eq!((orphans(&h), late(&h)), (1, 1));
+    // A connection nobody ever had.
+    let ghost = h.svc.engine().ids.conn();
+    h.event(EngineEvent::Disconnected {
+        conn: ghost,
+        qp: None,
+    });
+    assert_eq!((orphans(&h), late(&h)), (2, 1));
+    assert!(sink.take().is_empty());
+}
