@@ -385,28 +385,45 @@ impl RdmaConn {
 
     /// `DestroyQp`: stop touching the QP's queues now; a QP with work outstanding ends the
     /// stream with a TERMINATE, an idle one with a close.
+    ///
+    /// Returns the QP's number and final counters (for `QpReleased`): they count the
+    /// TERMINATE the QP still has to send (the abort's, or an earlier error's not yet framed),
+    /// which leaves after them; not its FPDU's bytes (`fpdus_tx`, `bytes_tx`: counted when
+    /// framed, then per thread only) nor the FIN (TCP's).
     pub(crate) fn destroy_qp<B: SegBuf>(
         &mut self,
         now: Instant,
         c: &mut Connection<B>,
         ctx: &mut Ctx<'_>,
-    ) {
+    ) -> Option<(QpNum, QpCounters)> {
+        let mut last = None;
         if let Some(r) = &mut self.run {
             if !r.qp.is_quiescent() && !matches!(r.qp.state(), QpState::Error) {
                 r.qp.abort(RdmapError::LocalCatastrophic.into());
             }
+            // In TERMINATE state the QP holds a TERMINATE to send, carrying its local error
+            // (the transmit pass counts it by that code when it frames it, `transmit`).
+            if r.qp.state() == QpState::Terminate
+                && let Some(code) = r.qp.local_error()
+            {
+                r.stats.terminate_sent(code);
+            }
             if let Some(io) = r.io.take() {
                 io.unbind(ctx.cqs);
             }
+            if !self.qp_destroyed {
+                last = Some((r.num, r.stats.clone()));
+            }
         }
         self.binding = None;
-        // From here on the counters are not published: what the connection still sends (the
-        // TERMINATE of the abort, the FIN) is not counted for the QP, whose number the
-        // control thread may reuse once `QpReleased` is out.
+        // From here on the counters are not published: what the connection still sends is
+        // not counted for the QP, whose number the control thread may reuse once
+        // `QpReleased` is out.
         self.qp_destroyed = true;
         if !self.disconnect {
             self.disconnect(now, c, ctx);
         }
+        last
     }
 
     /// Tell the control thread. Not once the QP is destroyed: the control thread closed the

@@ -413,14 +413,14 @@ impl Engine {
                 if let Some(h) = self.by_qp.remove(&qp)
                     && let Some(c) = net.tcp().conn_mut(h)
                 {
+                    let (mut ctx, conns) = self.ctx();
+                    let last = conns
+                        .get_mut(&h)
+                        .and_then(|rc| rc.destroy_qp(now, c, &mut ctx));
                     // Its counters as they are now (the periodic publication may be up to
                     // `PUBLISH_EVERY` old): they go out with `QpReleased`.
-                    if let Some((n, s)) = self.conns.get(&h).and_then(RdmaConn::qp_stats) {
-                        self.stats.publish(n, s);
-                    }
-                    let (mut ctx, conns) = self.ctx();
-                    if let Some(rc) = conns.get_mut(&h) {
-                        rc.destroy_qp(now, c, &mut ctx);
+                    if let Some((n, s)) = last {
+                        self.stats.publish(n, &s);
                     }
                     dirty.push(h);
                 }

@@ -1011,10 +1011,16 @@ fn nothing_is_reported_for_a_connection_after_destroy_qp() {
     p.s.run_until(Duration::from_secs(180), |s| s.b.engine.connections() == 0);
     assert_eq!(p.s.b.engine.connections(), 0, "the connection was reaped");
     let events: Vec<EngineEvent> = std::iter::from_fn(|| p.s.b.handle.try_recv()).collect();
-    assert!(
-        matches!(events[..], [EngineEvent::QpReleased { qp: q, .. }] if q == qp),
-        "{events:?}"
-    );
+    let [EngineEvent::QpReleased { qp: q, counters }] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(*q, qp);
+    // The abort's TERMINATE, sent after the destruction, is in the QP's final counters.
+    let code = iwarp::error::TermCode::from(iwarp::error::RdmapError::LocalCatastrophic);
+    let key = (code.layer as u8, code.etype, code.ecode);
+    let c = counters.as_deref().expect("the QP's counters");
+    assert_eq!(c.terminates_tx.get(&key), Some(&1), "{c:?}");
+    assert_eq!(c.terminates_tx.values().sum::<u64>(), 1, "{c:?}");
 }
 
 /// A connect still waiting to start (the same poll as the `Connect`) that is destroyed ends
