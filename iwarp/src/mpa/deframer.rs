@@ -175,6 +175,9 @@ pub enum Deframed<'a> {
     End,
 }
 
+/// What one step of [`Deframer::deframe`] did: the input bytes it took and its event, if any.
+type Step<'a> = (usize, Option<Result<Deframed<'a>, MpaError>>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Reading the 2-octet ULPDU_LENGTH; `have` octets are in `buf`.
@@ -388,156 +391,195 @@ impl Deframer {
         }
         let mut i = 0usize;
         loop {
-            let Some(rest) = input.get(i..) else {
+            let Some(rest) = input.get(i..).filter(|r| !r.is_empty()) else {
                 return (i, None);
             };
-            if rest.is_empty() {
-                return (i, None);
-            }
-            if self.cfg.markers && (self.marker_have > 0 || is_marker_pos(self.pos)) {
-                let have = usize::from(self.marker_have);
-                let take = (MARKER_LEN - have).min(rest.len());
-                let (src, _) = rest.split_at(take);
-                if let Some(dst) = self.marker_buf.get_mut(have..have + take) {
-                    dst.copy_from_slice(src);
-                }
-                let inside = !matches!(self.phase, Phase::Len { have: 0, .. });
-                if !inside && !self.crc_started {
-                    // A marker right before the FPDU starts its CRC.
-                    self.crc = Crc32c::new();
-                    self.crc_started = true;
-                }
-                if CRC_COVERS_MARKERS && self.cfg.crc {
-                    self.crc.update(src);
-                }
-                i += take;
-                self.advance(take);
-                self.marker_have += take as u8;
-                if usize::from(self.marker_have) == MARKER_LEN {
-                    self.marker_have = 0;
-                    let [_, _, hi, lo] = self.marker_buf;
-                    let fpduptr = u16::from_be_bytes([hi, lo]);
-                    let marker_pos = self.pos.wrapping_sub(MARKER_LEN as u32);
-                    // RFC 5044 §5: FPDUPTR counts the octets from the start of the FPDU's
-                    // ULPDU_LENGTH field to the marker; a marker right before an FPDU points
-                    // at that FPDU (0).
-                    let expected = if inside {
-                        marker_pos.wrapping_sub(self.fpdu_start) as u16
-                    } else {
-                        0
-                    };
-                    if fpduptr != expected {
-                        let e = MpaError::Marker { fpduptr, expected };
-                        return (i, self.fail(e));
+            let (took, event) =
+                if self.cfg.markers && (self.marker_have > 0 || is_marker_pos(self.pos)) {
+                    self.step_marker(rest)
+                } else {
+                    let room = self.room();
+                    match self.phase {
+                        Phase::Len { have, buf } => self.step_len(rest, room, have, buf),
+                        Phase::Payload { remaining } => self.step_payload(rest, room, remaining),
+                        Phase::Pad { remaining } => self.step_pad(rest, room, remaining),
+                        Phase::Crc { have, buf } => self.step_crc(rest, room, have, buf),
                     }
-                }
-                continue;
-            }
-            let room = self.room();
-            match self.phase {
-                Phase::Len { have, mut buf } => {
-                    if have == 0 {
-                        self.fpdu_start = self.pos;
-                        if !self.crc_started {
-                            self.crc = Crc32c::new();
-                            self.crc_started = true;
-                        }
-                    }
-                    let h = usize::from(have);
-                    let take = (LEN_FIELD - h).min(rest.len()).min(room);
-                    let (src, _) = rest.split_at(take);
-                    if let Some(dst) = buf.get_mut(h..h + take) {
-                        dst.copy_from_slice(src);
-                    }
-                    i += take;
-                    self.advance(take);
-                    let have = have + take as u8;
-                    if usize::from(have) < LEN_FIELD {
-                        self.phase = Phase::Len { have, buf };
-                        continue;
-                    }
-                    if self.cfg.crc {
-                        self.crc.update(&buf);
-                    }
-                    let ulpdu_len = u16::from_be_bytes(buf);
-                    if ulpdu_len < self.cfg.min_ulpdu_len || ulpdu_len > self.cfg.max_ulpdu_len {
-                        return (i, self.fail(MpaError::UlpduLength(ulpdu_len)));
-                    }
-                    self.ulpdu_len = ulpdu_len;
-                    self.phase = if ulpdu_len > 0 {
-                        Phase::Payload {
-                            remaining: ulpdu_len,
-                        }
-                    } else {
-                        self.after_payload()
-                    };
-                    return (i, Some(Ok(Deframed::Start { ulpdu_len })));
-                }
-                Phase::Payload { remaining } => {
-                    let take = usize::from(remaining).min(rest.len()).min(room);
-                    let (data, _) = rest.split_at(take);
-                    if self.cfg.crc && !self.cfg.crc_data_by_caller {
-                        self.crc.update(data);
-                    }
-                    i += take;
-                    self.advance(take);
-                    let remaining = remaining - take as u16;
-                    self.phase = if remaining == 0 {
-                        self.after_payload()
-                    } else {
-                        Phase::Payload { remaining }
-                    };
-                    return (i, Some(Ok(Deframed::Data(data))));
-                }
-                Phase::Pad { remaining } => {
-                    let take = usize::from(remaining).min(rest.len()).min(room);
-                    let (pad, _) = rest.split_at(take);
-                    if self.cfg.crc {
-                        self.crc.update(pad);
-                    }
-                    i += take;
-                    self.advance(take);
-                    let remaining = remaining - take as u8;
-                    self.phase = if remaining == 0 {
-                        Phase::Crc {
-                            have: 0,
-                            buf: [0; 4],
-                        }
-                    } else {
-                        Phase::Pad { remaining }
-                    };
-                }
-                Phase::Crc { have, mut buf } => {
-                    let h = usize::from(have);
-                    let take = (CRC_LEN - h).min(rest.len()).min(room);
-                    let (src, _) = rest.split_at(take);
-                    if let Some(dst) = buf.get_mut(h..h + take) {
-                        dst.copy_from_slice(src);
-                    }
-                    i += take;
-                    self.advance(take);
-                    let have = have + take as u8;
-                    if usize::from(have) < CRC_LEN {
-                        self.phase = Phase::Crc { have, buf };
-                        continue;
-                    }
-                    self.crc_started = false;
-                    self.phase = Phase::Len {
-                        have: 0,
-                        buf: [0; 2],
-                    };
-                    if self.cfg.crc {
-                        let computed = self.crc.value();
-                        let received = crc_from_wire(buf);
-                        if computed != received {
-                            return (i, self.fail(MpaError::Crc { computed, received }));
-                        }
-                    }
-                    self.fpdus += 1;
-                    return (i, Some(Ok(Deframed::End)));
-                }
+                };
+            i += took;
+            if event.is_some() {
+                return (i, event);
             }
         }
+    }
+
+    /// [`Deframer::deframe`] at a marker (or inside one split over slices): take its bytes
+    /// from `rest` and, once all four are in, check its FPDUPTR. Returns the bytes taken and
+    /// an error, if any.
+    #[inline]
+    fn step_marker<'a>(&mut self, rest: &'a [u8]) -> Step<'a> {
+        let have = usize::from(self.marker_have);
+        let take = (MARKER_LEN - have).min(rest.len());
+        let (src, _) = rest.split_at(take);
+        if let Some(dst) = self.marker_buf.get_mut(have..have + take) {
+            dst.copy_from_slice(src);
+        }
+        let inside = !matches!(self.phase, Phase::Len { have: 0, .. });
+        if !inside && !self.crc_started {
+            // A marker right before the FPDU starts its CRC.
+            self.crc = Crc32c::new();
+            self.crc_started = true;
+        }
+        if CRC_COVERS_MARKERS && self.cfg.crc {
+            self.crc.update(src);
+        }
+        self.advance(take);
+        self.marker_have += take as u8;
+        if usize::from(self.marker_have) < MARKER_LEN {
+            return (take, None);
+        }
+        self.marker_have = 0;
+        let [_, _, hi, lo] = self.marker_buf;
+        let fpduptr = u16::from_be_bytes([hi, lo]);
+        let marker_pos = self.pos.wrapping_sub(MARKER_LEN as u32);
+        // RFC 5044 §5: FPDUPTR counts the octets from the start of the FPDU's ULPDU_LENGTH
+        // field to the marker; a marker right before an FPDU points at that FPDU (0).
+        let expected = if inside {
+            marker_pos.wrapping_sub(self.fpdu_start) as u16
+        } else {
+            0
+        };
+        if fpduptr != expected {
+            return (take, self.fail(MpaError::Marker { fpduptr, expected }));
+        }
+        (take, None)
+    }
+
+    /// [`Deframer::deframe`] in the ULPDU_LENGTH field, `have` of its bytes in `buf`: take
+    /// the rest (up to `room`, the next marker); once whole, check it and report
+    /// [`Deframed::Start`].
+    #[inline]
+    fn step_len<'a>(
+        &mut self,
+        rest: &'a [u8],
+        room: usize,
+        have: u8,
+        mut buf: [u8; 2],
+    ) -> Step<'a> {
+        if have == 0 {
+            self.fpdu_start = self.pos;
+            if !self.crc_started {
+                self.crc = Crc32c::new();
+                self.crc_started = true;
+            }
+        }
+        let h = usize::from(have);
+        let take = (LEN_FIELD - h).min(rest.len()).min(room);
+        let (src, _) = rest.split_at(take);
+        if let Some(dst) = buf.get_mut(h..h + take) {
+            dst.copy_from_slice(src);
+        }
+        self.advance(take);
+        let have = have + take as u8;
+        if usize::from(have) < LEN_FIELD {
+            self.phase = Phase::Len { have, buf };
+            return (take, None);
+        }
+        if self.cfg.crc {
+            self.crc.update(&buf);
+        }
+        let ulpdu_len = u16::from_be_bytes(buf);
+        if ulpdu_len < self.cfg.min_ulpdu_len || ulpdu_len > self.cfg.max_ulpdu_len {
+            return (take, self.fail(MpaError::UlpduLength(ulpdu_len)));
+        }
+        self.ulpdu_len = ulpdu_len;
+        self.phase = if ulpdu_len > 0 {
+            Phase::Payload {
+                remaining: ulpdu_len,
+            }
+        } else {
+            self.after_payload()
+        };
+        (take, Some(Ok(Deframed::Start { ulpdu_len })))
+    }
+
+    /// [`Deframer::deframe`] in the ULPDU, `remaining` bytes of it to come: report what
+    /// `rest` holds of it (up to `room`) as [`Deframed::Data`].
+    #[inline]
+    fn step_payload<'a>(&mut self, rest: &'a [u8], room: usize, remaining: u16) -> Step<'a> {
+        let take = usize::from(remaining).min(rest.len()).min(room);
+        let (data, _) = rest.split_at(take);
+        if self.cfg.crc && !self.cfg.crc_data_by_caller {
+            self.crc.update(data);
+        }
+        self.advance(take);
+        let remaining = remaining - take as u16;
+        self.phase = if remaining == 0 {
+            self.after_payload()
+        } else {
+            Phase::Payload { remaining }
+        };
+        (take, Some(Ok(Deframed::Data(data))))
+    }
+
+    /// [`Deframer::deframe`] in the pad, `remaining` bytes of it to come: skip them (into
+    /// the CRC); no event.
+    #[inline]
+    fn step_pad<'a>(&mut self, rest: &'a [u8], room: usize, remaining: u8) -> Step<'a> {
+        let take = usize::from(remaining).min(rest.len()).min(room);
+        let (pad, _) = rest.split_at(take);
+        if self.cfg.crc {
+            self.crc.update(pad);
+        }
+        self.advance(take);
+        let remaining = remaining - take as u8;
+        self.phase = if remaining == 0 {
+            Phase::Crc {
+                have: 0,
+                buf: [0; 4],
+            }
+        } else {
+            Phase::Pad { remaining }
+        };
+        (take, None)
+    }
+
+    /// [`Deframer::deframe`] in the CRC field, `have` of its bytes in `buf`: take the rest;
+    /// once whole, check it (when negotiated) and report [`Deframed::End`].
+    #[inline]
+    fn step_crc<'a>(
+        &mut self,
+        rest: &'a [u8],
+        room: usize,
+        have: u8,
+        mut buf: [u8; 4],
+    ) -> Step<'a> {
+        let h = usize::from(have);
+        let take = (CRC_LEN - h).min(rest.len()).min(room);
+        let (src, _) = rest.split_at(take);
+        if let Some(dst) = buf.get_mut(h..h + take) {
+            dst.copy_from_slice(src);
+        }
+        self.advance(take);
+        let have = have + take as u8;
+        if usize::from(have) < CRC_LEN {
+            self.phase = Phase::Crc { have, buf };
+            return (take, None);
+        }
+        self.crc_started = false;
+        self.phase = Phase::Len {
+            have: 0,
+            buf: [0; 2],
+        };
+        if self.cfg.crc {
+            let computed = self.crc.value();
+            let received = crc_from_wire(buf);
+            if computed != received {
+                return (take, self.fail(MpaError::Crc { computed, received }));
+            }
+        }
+        self.fpdus += 1;
+        (take, Some(Ok(Deframed::End)))
     }
 
     /// Phase after the ULPDU of the current FPDU: pad, then CRC.
