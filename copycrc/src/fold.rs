@@ -398,6 +398,7 @@ fn sum_block(acc: __m512i, v: __m512i) -> __m512i {
 /// # Safety
 /// The CPU has the features of [`available`] and AVX-512BW; `src` is valid for reads and `dst`
 /// for writes of `len` bytes; the ranges do not overlap; `len <= SUM_CHUNK`.
+#[inline]
 #[target_feature(enable = "avx512f,avx512vl,avx512bw,vpclmulqdq,pclmulqdq,sse4.2")]
 pub(crate) unsafe fn copy_crc_sum(
     state: u32,
@@ -472,4 +473,27 @@ pub(crate) unsafe fn copy_crc_sum(
     let t = _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
     // Exact: each of the 32 words per block was added as w - 0x8000.
     (state, (t + ((blocks as i64) << 20)) as u64)
+}
+
+/// [`copy_crc_sum`] after a head of `hlen` bytes at `head`: the head copied to `dst` and its
+/// CRC taken 8 bytes at a time, then the `len` bytes at `src` as [`copy_crc_sum`] does, stored
+/// after the head. The sum is of the `src` bytes only. One call for both (an FPDU's head and
+/// payload on the sender), where a separate call for the head cost a dispatch of its own.
+///
+/// # Safety
+/// As [`copy_crc_sum`], with `head` valid for reads of `hlen` bytes, `dst` valid for writes of
+/// `hlen + len` bytes, and neither source range overlapping the destination.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,vpclmulqdq,pclmulqdq,sse4.2")]
+pub(crate) unsafe fn copy_crc_sum_after(
+    state: u32,
+    head: *const u8,
+    hlen: usize,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) -> (u32, u64) {
+    // SAFETY: [0, hlen) is inside the head and the destination (caller).
+    let state = unsafe { sse42::words::<true>(state, head, dst, 0, hlen) };
+    // SAFETY: [hlen, hlen + len) of the destination, the `len` source bytes (caller).
+    unsafe { copy_crc_sum(state, src, dst.add(hlen), len) }
 }

@@ -222,17 +222,53 @@ pub unsafe fn copy_crc32c_sum_raw(
     dst: *mut u8,
     len: usize,
 ) -> Option<(u32, u16)> {
+    // SAFETY: forwarded contract; an empty head.
+    unsafe { copy_crc32c_sum_after_raw(crc, &[], src, dst, len) }
+}
+
+/// [`copy_crc32c_sum_raw`] after a short head (an FPDU's header on the sender): `head` copied
+/// to `dst`'s first `head.len()` bytes, the `len` bytes at `src` copied after it, the CRC
+/// continued from `crc` over the head and then those bytes, and the RFC 1071 sum of the `src`
+/// bytes only (from `dst + head.len()`'s first byte), in one call. The head is taken 8 bytes
+/// at a time by the `crc32` instruction: meant for a few bytes. `None`, nothing read or
+/// written, where [`fuses_sum`] is false.
+///
+/// # Safety
+/// `src` must be valid for reads of `len` bytes and `dst` valid for writes of
+/// `head.len() + len` bytes; the destination range overlaps neither `src`'s nor `head`'s.
+#[inline]
+pub unsafe fn copy_crc32c_sum_after_raw(
+    crc: u32,
+    head: &[u8],
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) -> Option<(u32, u16)> {
     #[cfg(target_arch = "x86_64")]
     if fuses_sum() {
         let mut state = !crc;
         let mut acc = 0u64;
         let mut at = 0;
-        // Pieces of SUM_CHUNK bytes (even): each starts on a word boundary of the whole.
+        let mut h = head;
+        // Pieces of SUM_CHUNK bytes (even): each starts on a word boundary of the whole. The
+        // head goes with the first.
         loop {
             let n = (len - at).min(fold::SUM_CHUNK);
-            // SAFETY: the features were detected; [at, at + n) lies inside both ranges
-            // (caller), n <= SUM_CHUNK.
-            let (r, s) = unsafe { fold::copy_crc_sum(state, src.add(at), dst.add(at), n) };
+            // SAFETY: the features were detected; `h` is a slice; the piece's destination
+            // starts at `head.len() + at - h.len()` (0 for the first, with the head) and its
+            // `h.len() + n` bytes lie inside the destination range, [at, at + n) inside the
+            // source range (caller), n <= SUM_CHUNK.
+            let (r, s) = unsafe {
+                fold::copy_crc_sum_after(
+                    state,
+                    h.as_ptr(),
+                    h.len(),
+                    src.add(at),
+                    dst.add(head.len() + at - h.len()),
+                    n,
+                )
+            };
+            h = &[];
             state = r;
             acc += s;
             at += n;
@@ -243,7 +279,7 @@ pub unsafe fn copy_crc32c_sum_raw(
         // Words paired little-endian: the byte-swapped sum (RFC 1071 §2(B)).
         return Some((state ^ !0, sum::fold(acc).swap_bytes()));
     }
-    let _ = (crc, src, dst, len);
+    let _ = (crc, head, src, dst, len);
     None
 }
 

@@ -406,6 +406,78 @@ fn the_fused_sum_matches_the_references() {
     }
 }
 
+/// The fused copy, CRC and sum after a head: the head and the bytes copied one after the
+/// other, nothing written around, the CRC of both (the `crc32c` crate), the sum of the bytes
+/// after the head only (RFC 1071 §1): heads of 0-20 bytes before every length 0..=1600 from
+/// several source offsets, and across the 1 MiB pieces.
+#[test]
+fn the_fused_sum_after_a_head_matches_the_references() {
+    let head_buf = data(24 + 8, 6);
+    let buf = data(1600 + 64, 7);
+    let mut out = vec![0u8; 24 + 1600 + 130];
+    let mut check = |head: &[u8], d: &[u8], crc: u32, doff: usize| {
+        let fill = (d.len() as u8) ^ (head.len() as u8) ^ 0xa5;
+        out.fill(fill);
+        let room = &mut out[doff..doff + head.len() + d.len()];
+        // SAFETY: `d` is valid for reads of its length, `room` for writes of the head's and
+        // its lengths; `out` is borrowed mutably, so it overlaps neither source.
+        let got =
+            unsafe { copy_crc32c_sum_after_raw(crc, head, d.as_ptr(), room.as_mut_ptr(), d.len()) };
+        if !fuses_sum() {
+            assert_eq!(got, None);
+            assert!(
+                out.iter().all(|&b| b == fill),
+                "nothing written without the kernel"
+            );
+            return;
+        }
+        let whole: Vec<u8> = head.iter().chain(d).copied().collect();
+        let want = (::crc32c::crc32c_append(crc, &whole), ones_sum_reference(d));
+        assert_eq!(
+            got,
+            Some(want),
+            "head {} len {} doff {doff}",
+            head.len(),
+            d.len()
+        );
+        assert_copied(&out, doff, &whole, fill, "after a head");
+    };
+    for hlen in 0..=20 {
+        for off in [0, 1, 63] {
+            for len in 0..=1600 {
+                let crc = [0u32, !0, 0x1234_5678][len % 3];
+                let hoff = (hlen + off) % 8;
+                check(
+                    &head_buf[hoff..hoff + hlen],
+                    &buf[off..off + len],
+                    crc,
+                    (off * 5 + len + hlen) % 64,
+                );
+            }
+        }
+    }
+    let long = data((1 << 21) + 300, 8);
+    let mut out = vec![0u8; (1 << 21) + 400];
+    for hlen in [0, 5, 16] {
+        let head = &head_buf[..hlen];
+        for d in [&long[..], &long[1..(1 << 20) + 77], &long[3..1 << 20]] {
+            let room = &mut out[..hlen + d.len()];
+            // SAFETY: as above.
+            let got = unsafe {
+                copy_crc32c_sum_after_raw(9, head, d.as_ptr(), room.as_mut_ptr(), d.len())
+            };
+            if !fuses_sum() {
+                assert_eq!(got, None);
+                continue;
+            }
+            let whole: Vec<u8> = head.iter().chain(d).copied().collect();
+            let want = (::crc32c::crc32c_append(9, &whole), ones_sum_reference(d));
+            assert_eq!(got, Some(want), "long head {hlen} len {}", d.len());
+            assert_eq!(&out[..whole.len()], &whole[..]);
+        }
+    }
+}
+
 /// The fused copy and sum (no CRC) equals RFC 1071 §1's definition and copies byte for byte,
 /// writing nothing around: every length 0..=2100 from every start offset within a 64-byte
 /// block (destination offsets varied too), random and all-ones bytes (the largest lane sums),

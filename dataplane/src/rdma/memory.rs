@@ -368,6 +368,31 @@ impl Region {
         Some(sum)
     }
 
+    /// [`Region::read_crc_sum`] after a head: `head` into `dst`'s first bytes and the region
+    /// bytes from `off` into the rest, `crc` fed with both, the sum of the region bytes only
+    /// (from the first byte after the head), in one call ([`copycrc::copy_crc32c_sum_after_raw`]:
+    /// an FPDU's header and payload on the sender). None, nothing read, when `dst` is shorter
+    /// than the head, out of range or without that kernel on this CPU.
+    pub fn read_crc_sum_after(
+        &self,
+        head: &[u8],
+        off: u64,
+        dst: &mut [u8],
+        crc: &mut Crc32c,
+    ) -> Option<u16> {
+        let len = dst.len().checked_sub(head.len())?;
+        let src = self.range(off, len)?;
+        // SAFETY: src..src+len is inside the live mapping (range), dst is our own buffer of
+        // head.len() + len bytes, overlapping neither the mapping nor `head` (a shared borrow
+        // beside a mutable one); a concurrent writer in another process can only change the
+        // values read, and the CRC and the sum cover the values copied.
+        let (v, sum) = unsafe {
+            copycrc::copy_crc32c_sum_after_raw(crc.value(), head, src, dst.as_mut_ptr(), len)
+        }?;
+        *crc = Crc32c::from_value(v);
+        Some(sum)
+    }
+
     /// Copy region bytes from `off` into `dst` and return the RFC 1071 sum of the bytes
     /// copied (from `dst`'s first byte), in the copy's pass ([`copycrc::copy_sum_raw`]): the
     /// sender's copy of a payload whose FPDUs carry no CRC. None, nothing read, when out of

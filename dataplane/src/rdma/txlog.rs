@@ -1238,7 +1238,7 @@ impl TxLog {
 
     /// [`TxLog::read_fused`] that also returns the RFC 1071 sum of the bytes it wrote into
     /// `dst` ([`ones_complement_sum`]'s value for `dst`): the region's payload of each FPDU of
-    /// a run summed in the copy's pass ([`Region::read_crc_sum`]; without CRCs,
+    /// a run summed in the copy's pass ([`Region::read_crc_sum_after`]; without CRCs,
     /// [`Region::read_sum`]), each FPDU's head, pad and CRC field from the
     /// small buffers they are built in, other parts from `dst` after they are written, a
     /// piece at an odd offset of `dst` byte-swapped (RFC 1071 §2(B)). The sum is `None` when
@@ -1377,7 +1377,8 @@ impl TxLog {
     /// [`RunCrc::Logged`] the field copied as logged (zero). With `sum`, returns the RFC 1071
     /// sum of the bytes written into `d` ([`FrameSum`] from `d`'s start; 0 without): the
     /// region's payload copied (and hashed) and summed in one pass ([`Region::read_sum`],
-    /// [`Region::read_crc_sum`]), the head and the trailer summed from the buffers they are
+    /// [`Region::read_crc_sum_after`], the head copied and hashed in the same call), the head and
+    /// the trailer summed from the buffers they are
     /// copied from. None (nothing reliable in `d`) when the record does not add up to `d`, or,
     /// with `sum`, when the region's bytes cannot be read by a kernel that sums.
     ///
@@ -1414,8 +1415,7 @@ impl TxLog {
         let by = u64::from(k) * u64::from(r.step);
         // The ULPDU_LENGTH field first, then the DDP header (RFC 5044 §4.1).
         iwarp::ddp::wire::advance_offset(&mut head[2..n], by);
-        let (h, rest) = d.split_at_mut(n);
-        let (payload, tail) = rest.split_at_mut(step);
+        let (hp, tail) = d.split_at_mut(n + step);
         let off = p.offset + by;
         let mut s = FrameSum::default();
         if sum {
@@ -1423,6 +1423,7 @@ impl TxLog {
         }
         match crc {
             RunCrc::Logged => {
+                let (h, payload) = hp.split_at_mut(n);
                 h.copy_from_slice(&head[..n]);
                 if sum {
                     s.add(n, region.read_sum(off, payload)?);
@@ -1434,11 +1435,15 @@ impl TxLog {
             }
             RunCrc::Compute => {
                 let mut c = Crc32c::new();
-                c.copy_update(&head[..n], h);
                 if sum {
-                    s.add(n, region.read_crc_sum(off, payload, &mut c)?);
-                } else if !region.read_crc(off, payload, &mut c) {
-                    return None;
+                    // The head's CRC in the payload kernel's call (one dispatch, not two).
+                    s.add(n, region.read_crc_sum_after(&head[..n], off, hp, &mut c)?);
+                } else {
+                    let (h, payload) = hp.split_at_mut(n);
+                    c.copy_update(&head[..n], h);
+                    if !region.read_crc(off, payload, &mut c) {
+                        return None;
+                    }
                 }
                 // The pad (zeros, RFC 5044 §4.1) hashed from the record, then the CRC field
                 // over everything before it (RFC 5044 §4.4), built aside to be summed.
