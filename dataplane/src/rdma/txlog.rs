@@ -1435,9 +1435,13 @@ impl TxLog {
             }
             RunCrc::Compute => {
                 let mut c = Crc32c::new();
-                if sum {
+                if sum && step >= HEAD_IN_KERNEL_MIN {
                     // The head's CRC in the payload kernel's call (one dispatch, not two).
                     s.add(n, region.read_crc_sum_after(&head[..n], off, hp, &mut c)?);
+                } else if sum {
+                    let (h, payload) = hp.split_at_mut(n);
+                    c.copy_update(&head[..n], h);
+                    s.add(n, region.read_crc_sum(off, payload, &mut c)?);
                 } else {
                     let (h, payload) = hp.split_at_mut(n);
                     c.copy_update(&head[..n], h);
@@ -1483,6 +1487,14 @@ pub enum CopyMode {
     /// [`TxLog::read_fused_sum`]: the CRCs (if on) and the sum in the copy's pass.
     FusedSum,
 }
+
+/// The shortest run-FPDU payload whose head is copied and hashed in the payload kernel's call
+/// ([`Region::read_crc_sum_after`]) rather than by a call of its own. Measured on an Intel Xeon
+/// (model 207, memif, BENCHMARKS.md §4, the eleventh session's total): with the head in the
+/// kernel's call at every length, write_bw 64 KiB gained ~1.9 % but write_lat 2 B lost ~0.1 us
+/// (t_typical 2.08 -> 2.18, 8+8 runs); with this bound both keep their better figure. Why the
+/// one call is slower for a few payload bytes was not found.
+const HEAD_IN_KERNEL_MIN: usize = 256;
 
 /// A running RFC 1071 sum of pieces written into a buffer ([`TxLog::read_fused_sum`]): each
 /// piece's sum of its own big-endian words, byte-swapped when the piece starts at an odd
