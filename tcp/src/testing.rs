@@ -494,14 +494,28 @@ mod tests {
     ) {
         let (ref_trace, ref_states) = record(false, cfg.clone(), loss, app());
         let (trace, states) = record(true, cfg, loss, app());
+        assert_same_run(
+            (&ref_trace, &ref_states),
+            (&trace, &states),
+            "connection state",
+        );
+    }
+
+    /// Two recorded runs are the same: more than 10 segments, the same segments, and the same
+    /// recorded `what` after every step.
+    fn assert_same_run<T: PartialEq + std::fmt::Debug, S: PartialEq + std::fmt::Debug>(
+        (ref_trace, ref_states): (&[T], &[S]),
+        (trace, states): (&[T], &[S]),
+        what: &str,
+    ) {
         assert!(ref_trace.len() > 10, "{} segments", ref_trace.len());
         assert_eq!(trace.len(), ref_trace.len());
-        for (i, (a, b)) in trace.iter().zip(&ref_trace).enumerate() {
+        for (i, (a, b)) in trace.iter().zip(ref_trace).enumerate() {
             assert_eq!(a, b, "segment {i}");
         }
         assert_eq!(states.len(), ref_states.len());
-        let first = states.iter().zip(&ref_states).position(|(a, b)| a != b);
-        assert_eq!(first, None, "connection state differs after step {first:?}");
+        let first = states.iter().zip(ref_states).position(|(a, b)| a != b);
+        assert_eq!(first, None, "{what} differs after step {first:?}");
     }
 
     #[test]
@@ -575,17 +589,11 @@ mod tests {
     ) {
         let (ref_trace, ref_states) = record_arming(true, cfg.clone(), loss, app());
         let (trace, states) = record_arming(false, cfg, loss, app());
-        assert!(ref_trace.len() > 10, "{} segments", ref_trace.len());
-        assert_eq!(trace.len(), ref_trace.len());
-        for (i, (a, b)) in trace.iter().zip(&ref_trace).enumerate() {
-            assert_eq!(a, b, "segment {i}");
-        }
-        let first = states.iter().zip(&ref_states).position(|(a, b)| a != b);
-        assert_eq!(
-            first, None,
-            "timeouts or counters differ after step {first:?}"
+        assert_same_run(
+            (&ref_trace, &ref_states),
+            (&trace, &states),
+            "timeouts or counters",
         );
-        assert_eq!(states.len(), ref_states.len());
     }
 
     /// Arming the timers once per burst sends the same segments at the same times, with the

@@ -736,15 +736,7 @@ fn a_leaving_client_frees_everything_after_the_dataplane_releases() {
         panic!()
     };
     let remote = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
-    let connect = Request::Connect {
-        id,
-        qp: s.qp,
-        remote,
-        private_data: vec![],
-        ird: 1,
-        ord: 1,
-        mpa: Default::default(),
-    };
+    let connect = connect_req(id, s.qp, remote);
     assert_eq!(h.req(c, connect), Response::Done {});
     let mut cmds: Vec<(usize, EngineCmd)> = Vec::new();
     for t in 0..THREADS {
@@ -962,15 +954,11 @@ fn modify_to_error_of_an_unconnected_qp_hands_it_to_a_thread_that_flushes_it() {
     let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
         panic!()
     };
-    let connect = Request::Connect {
+    let connect = connect_req(
         id,
-        qp: s.qp,
-        remote: SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174),
-        private_data: vec![],
-        ird: 1,
-        ord: 1,
-        mpa: Default::default(),
-    };
+        s.qp,
+        SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174),
+    );
     assert_eq!(code(&h.req(c, connect)), Some(ErrorCode::InvalidState));
     assert_eq!(
         h.req(c, Request::ModifyQpError { qp: s.qp }),
@@ -983,6 +971,20 @@ fn modify_to_error_of_an_unconnected_qp_hands_it_to_a_thread_that_flushes_it() {
         matches!(&h.cmds(thread)[..], [EngineCmd::DestroyQp { qp }] if *qp == b.qp),
         "no DestroyQp to thread {thread}"
     );
+}
+
+/// An active open of CM id `id` with QP `qp` to `remote`: no private data, IRD and ORD 1, the
+/// default MPA options.
+fn connect_req(id: CmId, qp: QpId, remote: SocketAddrV4) -> Request {
+    Request::Connect {
+        id,
+        qp,
+        remote,
+        private_data: vec![],
+        ird: 1,
+        ord: 1,
+        mpa: Default::default(),
+    }
 }
 
 /// An application that destroys its CM id while the connection's end is on its way from the
@@ -998,15 +1000,7 @@ fn events_after_destroying_the_cm_id_are_late_not_orphans() {
         panic!()
     };
     let remote = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
-    let connect = Request::Connect {
-        id,
-        qp: s.qp,
-        remote,
-        private_data: vec![],
-        ird: 1,
-        ord: 1,
-        mpa: Default::default(),
-    };
+    let connect = connect_req(id, s.qp, remote);
     assert_eq!(h.req(c, connect), Response::Done {});
     let (thread, cmd) = (0..THREADS)
         .flat_map(|t| h.cmds(t).into_iter().map(move |c| (t, c)))
