@@ -117,10 +117,6 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
             ))
         })
         .collect();
-    if let Some(cb) = &opts.embedded {
-        cb(server.clone(), pumps.clone());
-    }
-
     let started = WallClock::now();
     let mut port_peak = PortStats::default();
     let threads = Threads {
@@ -133,6 +129,11 @@ fn run_with_eal(cfg: &Config, eal: &Eal, opts: &RunOptions) -> Result<i32> {
     };
     let reports = std::thread::scope(|s| -> Result<Vec<LcoreReport>> {
         let handles = threads.spawn(s, queues)?;
+        // Every dataplane thread runs: an embedded engine's application may use the engine
+        // from here on. (When one failed, the stop is requested and bring-up fails.)
+        if let Some(cb) = opts.embedded.as_ref().filter(|_| !signal::stop_requested()) {
+            cb(server.clone(), pumps.clone());
+        }
         control_loop(
             cfg,
             &port,
@@ -378,7 +379,9 @@ type LcoreHandle<'scope> = std::thread::ScopedJoinHandle<'scope, Result<LcoreRep
 
 impl<'a> Threads<'a> {
     /// One thread per queue, pinned to its core, registered with EAL, running its loop (or
-    /// its pump's, embedded) until a stop.
+    /// its pump's, embedded) until a stop. Returns once every thread has started (named,
+    /// pinned, registered); when one failed to, the stop is requested and its error comes
+    /// back from its handle.
     fn spawn<'scope>(
         &self,
         s: &'scope std::thread::Scope<'scope, '_>,
@@ -389,7 +392,9 @@ impl<'a> Threads<'a> {
     {
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         let mut handles = Vec::new();
+        let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
         for ((setup, sh), queue) in self.setups.iter().zip(self.shared).zip(queues) {
+            let up = up_tx.clone();
             let pump = self.pumps.get(setup.index).cloned();
             let core = self.cfg.dataplane.cores[setup.index];
             let core_id = core_ids.iter().find(|c| c.id == core).copied();
@@ -402,7 +407,10 @@ impl<'a> Threads<'a> {
                     {
                         tracing::warn!(core, "could not pin dataplane thread");
                     }
+                    // On an error the sender is dropped unsent.
                     let lcore = eal.register_thread().context("register dataplane thread")?;
+                    let _ = up.send(());
+                    drop(up);
                     tracing::info!(
                         thread = setup.index,
                         core,
@@ -418,6 +426,11 @@ impl<'a> Threads<'a> {
                 })
                 .context("spawn dataplane thread")?;
             handles.push(h);
+        }
+        drop(up_tx);
+        // Each thread sends once or drops its sender: this ends when all have done either.
+        if up_rx.iter().count() < handles.len() {
+            signal::request_stop();
         }
         Ok(handles)
     }

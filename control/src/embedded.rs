@@ -28,6 +28,7 @@ use anyhow::{Context, Result, anyhow};
 use dataplane::pump::Pump;
 use shm::SeqPacket;
 use std::sync::Arc;
+use std::sync::mpsc::RecvTimeoutError;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -42,7 +43,8 @@ pub struct Embedded {
     thread: Option<JoinHandle<Result<i32>>>,
 }
 
-/// Bring the engine up in background threads; returns once clients can connect.
+/// Bring the engine up in background threads; returns once its threads (control and
+/// dataplane) run and clients can connect.
 pub fn start(cfg: Config) -> Result<Embedded> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<(Arc<ControlServer>, Vec<Arc<Pump>>)>(1);
     let thread = std::thread::Builder::new()
@@ -69,14 +71,15 @@ pub fn start(cfg: Config) -> Result<Embedded> {
             pumps,
             thread: Some(thread),
         }),
-        Err(_) if thread.is_finished() => match thread.join() {
+        // The engine's thread dropped the callback unused: it is ending.
+        Err(RecvTimeoutError::Disconnected) => match thread.join() {
             Ok(Ok(code)) => Err(anyhow!(
                 "embedded engine stopped during bring-up (status {code})"
             )),
             Ok(Err(e)) => Err(e.context("embedded engine bring-up")),
             Err(_) => Err(anyhow!("embedded engine panicked during bring-up")),
         },
-        Err(_) => {
+        Err(RecvTimeoutError::Timeout) => {
             dataplane::signal::request_stop();
             Err(anyhow!("embedded engine not up after {START_TIMEOUT:?}"))
         }

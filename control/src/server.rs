@@ -78,10 +78,17 @@ impl ControlServer {
             threads: Arc::new(Mutex::new(Vec::new())),
         };
         let (svc, stop) = (srv.service.clone(), srv.stop.clone());
+        let (up_tx, up_rx) = std::sync::mpsc::sync_channel::<()>(1);
         let events = std::thread::Builder::new()
             .name("ctl-events".into())
-            .spawn(move || event_loop(&svc, &stop))?;
+            .spawn(move || {
+                let _ = up_tx.send(());
+                drop(up_tx);
+                event_loop(&svc, &stop)
+            })?;
         srv.push(events);
+        // Started (its name set, which the new thread does itself) before this returns.
+        let _ = up_rx.recv();
         if let Some(l) = listener {
             tracing::info!(socket = %l.path().display(), "control socket listening");
             let (svc, stop, threads) = (srv.service.clone(), srv.stop.clone(), srv.threads.clone());

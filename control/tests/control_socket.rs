@@ -232,6 +232,29 @@ fn in_process_server(dir: &TempDir, threads: usize) -> (ControlServer, PathBuf) 
     (srv, path)
 }
 
+/// How many of this process's threads are named `name`.
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
+
+#[test]
+fn server_start_returns_with_its_event_thread_running() {
+    // A new thread names itself when it first runs: `start` returns only after that, so the
+    // thread is there by name at once (embedded mode's callers see the engine's threads).
+    let dir = TempDir::new("ctl-up");
+    for _ in 0..20 {
+        let (srv, path) = in_process_server(&dir, 1);
+        assert_eq!(threads_named("ctl-events"), 1);
+        srv.stop();
+        assert_eq!(threads_named("ctl-events"), 0);
+        assert!(!path.exists());
+    }
+}
+
 #[test]
 fn bad_input_gets_clear_errors_in_process() {
     let dir = TempDir::new("ctl-inproc");
