@@ -132,6 +132,10 @@ impl Service {
         match state {
             CmState::Listening { listener, .. } => {
                 self.listeners.remove(&listener);
+                self.let_go_listeners.insert(listener);
+                while self.let_go_listeners.len() > super::LET_GO_MAX {
+                    self.let_go_listeners.pop_first();
+                }
                 if let Err(e) = self.engine.broadcast(|_| EngineCmd::Unlisten { listener }) {
                     tracing::error!(client = client.0, "Unlisten not queued: {e}");
                 }
@@ -607,22 +611,47 @@ impl Service {
         rtr: Option<RtrSet>,
         private_data: Vec<u8>,
     ) {
-        let owner = self.listeners.get(&listener).copied();
-        let room = owner
-            .and_then(|(c, _)| self.clients.get(&c))
-            .is_some_and(|c| c.cms.len() < self.cfg.limits.cm_ids as usize);
-        let (Some((client, lid)), true) = (owner, room) else {
-            // Nobody listens any more (or no room): refuse rather than leave the peer waiting.
-            self.totals.orphan_events += 1;
-            let _ = self.engine.send(
+        // Refused requests are rejected rather than left waiting for the peer's timeout.
+        let reject = |svc: &mut Self| {
+            let _ = svc.engine.send(
                 thread,
                 EngineCmd::Reject {
                     conn,
                     private_data: Vec::new(),
                 },
             );
+        };
+        let Some((client, lid)) = self.listeners.get(&listener).copied() else {
+            if self.let_go_listeners.contains(&listener) {
+                // The application destroyed the listener while this was on its way.
+                self.totals.late_requests += 1;
+                tracing::debug!(
+                    ?listener,
+                    ?conn,
+                    %peer,
+                    "a connect request for a destroyed listener: rejected"
+                );
+            } else {
+                self.totals.orphan_events += 1;
+            }
+            reject(self);
             return;
         };
+        let room = self
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.cms.len() < self.cfg.limits.cm_ids as usize);
+        if !room {
+            self.totals.refused_requests += 1;
+            tracing::info!(
+                client = client.0,
+                %peer,
+                limit = self.cfg.limits.cm_ids,
+                "a connect request refused: its listener's client holds its most CM ids"
+            );
+            reject(self);
+            return;
+        }
         let id = CmId(self.handle_id());
         self.conns.insert(conn, (client, id));
         if let Some(c) = self.clients.get_mut(&client) {

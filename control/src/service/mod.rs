@@ -150,6 +150,13 @@ pub struct Totals {
     /// or QP, or left) while their end was on its way from the dataplane: expected, and not
     /// delivered (nobody holds the CM id any more).
     pub late_events: u64,
+    /// Connect requests for a listener the application had destroyed (its CM id, or it left)
+    /// while the request was on its way from the dataplane: expected; the daemon rejects each
+    /// (logged at debug).
+    pub late_requests: u64,
+    /// Connect requests refused because the listener's client holds its most CM ids
+    /// (`[limits] cm_ids`): the daemon rejects each (logged at info).
+    pub refused_requests: u64,
     /// Completions of the clients that have been freed.
     pub freed_completions: u64,
     /// The QP counters of the clients that have been freed (their `[client.N]` sections are
@@ -157,8 +164,8 @@ pub struct Totals {
     pub freed_qps: QpTotals,
 }
 
-/// Most connections [`Service`] remembers as let go of (a rejected request's connection has no
-/// last event to forget it by).
+/// Most connections (and listeners) [`Service`] remembers as let go of (a rejected request's
+/// connection has no last event to forget it by; a listener's last request is not known).
 const LET_GO_MAX: usize = 4096;
 
 /// The service. Not thread-safe by itself: the server keeps it in a `Mutex`.
@@ -176,6 +183,9 @@ pub struct Service {
     /// oldest are forgotten beyond [`LET_GO_MAX`] (connection ids are never reused, and grow).
     let_go_conns: BTreeSet<ConnId>,
     listeners: HashMap<ListenerId, (ClientId, CmId)>,
+    /// Listeners the application destroyed (their requests may still be on their way); the
+    /// oldest are forgotten beyond [`LET_GO_MAX`] (listener ids are never reused, and grow).
+    let_go_listeners: BTreeSet<ListenerId>,
     qp_owner: HashMap<QpNum, (ClientId, QpId)>,
     next_thread: usize,
     totals: Totals,
@@ -205,6 +215,7 @@ impl Service {
             conns: HashMap::new(),
             let_go_conns: BTreeSet::new(),
             listeners: HashMap::new(),
+            let_go_listeners: BTreeSet::new(),
             qp_owner: HashMap::new(),
             next_thread: 0,
             totals: Totals::default(),

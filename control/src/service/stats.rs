@@ -83,6 +83,8 @@ impl Service {
                 ("errors", t.errors),
                 ("orphan_events", t.orphan_events),
                 ("late_events", t.late_events),
+                ("late_requests", t.late_requests),
+                ("refused_requests", t.refused_requests),
                 ("registered_mrs", self.engine.mem.len() as u64),
             ],
             &mut out,

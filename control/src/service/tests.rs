@@ -555,6 +555,24 @@ fn connect_binds_the_qp_to_a_thread_and_reports_events() {
     );
 }
 
+/// A peer's connect request on `listener` (port 7174), from thread 1.
+fn connect_request(conn: ConnId, listener: ListenerId) -> EngineEvent {
+    EngineEvent::ConnectRequest {
+        conn,
+        listener,
+        thread: 1,
+        local: SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 7174),
+        peer: SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 40000),
+        revision: 2,
+        crc: false,
+        markers: false,
+        ird: 2,
+        ord: 2,
+        rtr: None,
+        private_data: b"req".to_vec(),
+    }
+}
+
 #[test]
 fn listen_accept_reject_and_orphan_requests() {
     let mut h = H::new();
@@ -604,23 +622,7 @@ fn listen_accept_reject_and_orphan_requests() {
         )),
         Some(ErrorCode::AddressInUse)
     );
-    let peer = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 40000);
-    let local = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 7174);
-    let request_on = |conn, listener| EngineEvent::ConnectRequest {
-        conn,
-        listener,
-        thread: 1,
-        local,
-        peer,
-        revision: 2,
-        crc: false,
-        markers: false,
-        ird: 2,
-        ord: 2,
-        rtr: None,
-        private_data: b"req".to_vec(),
-    };
-    let request = |conn| request_on(conn, listener);
+    let request = |conn| connect_request(conn, listener);
     let conn = h.svc.engine().ids.conn();
     h.event(request(conn));
     let evs = sink.take();
@@ -708,7 +710,7 @@ fn listen_accept_reject_and_orphan_requests() {
     // A request for a listener nobody has is rejected by the daemon itself.
     let ghost = h.svc.engine().ids.listener();
     let conn4 = h.svc.engine().ids.conn();
-    h.event(request_on(conn4, ghost));
+    h.event(connect_request(conn4, ghost));
     assert!(matches!(&h.cmds(1)[..], [EngineCmd::Reject { conn: c4, .. }] if *c4 == conn4));
 }
 
@@ -1038,4 +1040,66 @@ fn events_after_destroying_the_cm_id_are_late_not_orphans() {
     });
     assert_eq!((orphans(&h), late(&h)), (2, 1));
     assert!(sink.take().is_empty());
+}
+
+/// A connect request for a listener the application has just destroyed (its Unlisten and the
+/// request crossed) is rejected by the daemon and counted as `late_requests`, not as an orphan;
+/// one over the listener's client's CM id limit is rejected as `refused_requests`; one for a
+/// listener nobody ever had is still an orphan. None reaches the client.
+#[test]
+fn requests_for_a_destroyed_listener_are_late_and_over_the_limit_refused() {
+    let mut h = H::new();
+    h.svc.cfg.limits.cm_ids = 2;
+    let (c, sink) = h.client();
+    let Response::CmId { id: lid } = h.req(c, Request::CreateCmId {}) else {
+        panic!()
+    };
+    let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7174);
+    let listen = Request::Listen {
+        id: lid,
+        addr,
+        backlog: 8,
+    };
+    assert_eq!(h.req(c, listen), Response::Done {});
+    let Some(EngineCmd::Listen { listener, .. }) = h.cmds(1).pop() else {
+        panic!("no Listen")
+    };
+    let counts = |h: &H| {
+        let t = h.svc.totals();
+        (t.orphan_events, t.late_requests, t.refused_requests)
+    };
+    let rejected = |h: &H, conn| {
+        matches!(&h.cmds(1)[..], [EngineCmd::Reject { conn: c2, private_data }]
+            if *c2 == conn && private_data.is_empty())
+    };
+    // The first request takes the client's second CM id: it reaches the client.
+    h.event(connect_request(h.svc.engine().ids.conn(), listener));
+    assert!(matches!(&sink.take()[..], [Event::ConnectRequest { .. }]));
+    // The second finds no room.
+    let full = h.svc.engine().ids.conn();
+    h.event(connect_request(full, listener));
+    assert!(rejected(&h, full), "no Reject for a request over the limit");
+    assert_eq!(counts(&h), (0, 0, 1));
+    // The application destroys the listening CM id; a request was already on its way.
+    assert_eq!(
+        h.req(c, Request::DestroyCmId { id: lid }),
+        Response::Done {}
+    );
+    assert!(matches!(&h.cmds(1)[..], [EngineCmd::Unlisten { listener: l }] if *l == listener));
+    let late = h.svc.engine().ids.conn();
+    h.event(connect_request(late, listener));
+    assert!(rejected(&h, late), "no Reject for a late request");
+    assert_eq!(counts(&h), (0, 1, 1));
+    // A listener nobody ever had.
+    let ghost = h.svc.engine().ids.conn();
+    h.event(connect_request(ghost, h.svc.engine().ids.listener()));
+    assert!(rejected(&h, ghost), "no Reject for an orphan request");
+    assert_eq!(counts(&h), (1, 1, 1));
+    assert!(
+        sink.take().is_empty(),
+        "a refused request reached the client"
+    );
+    let stats = h.svc.render_stats();
+    assert!(stats.contains("late_requests = 1"), "{stats}");
+    assert!(stats.contains("refused_requests = 1"), "{stats}");
 }
