@@ -983,7 +983,7 @@ fn qp_released_carries_the_counters_of_the_last_writes() {
 /// After `DestroyQp` the control thread has closed the QP's CM id and forgotten the
 /// connection and the number (which it may give to a new QP): the connection's end reports
 /// nothing more. Here the QP has a Read outstanding, so the destruction aborts it: the peer
-/// gets the TERMINATE and the FIN, TCP closes and reaps the connection, and the only event
+/// gets the TERMINATE, then the FIN, TCP closes and reaps the connection, and the only event
 /// is `QpReleased` (before, a `QpError` and a `Disconnected` followed as orphans).
 #[test]
 fn nothing_is_reported_for_a_connection_after_destroy_qp() {
@@ -1005,6 +1005,16 @@ fn nothing_is_reported_for_a_connection_after_destroy_qp() {
     let rx = p.received();
     assert!(rx.len() >= 24, "{rx:02x?}");
     assert_eq!(rx[3] & 0x0f, 0x7, "not a Terminate: {rx:02x?}");
+    // The stream ends with that one FPDU (MPA length, ULPDU, pad to 4, CRC field; RFC 5044
+    // §4), then the FIN (RFC 5040 §7: the TERMINATE is the last message, then the stream
+    // closes): the peer's TCP has received everything up to the FIN.
+    let ulpdu = usize::from(u16::from_be_bytes([rx[0], rx[1]]));
+    assert_eq!(rx.len(), (2 + ulpdu).next_multiple_of(4) + 4, "{rx:02x?}");
+    assert_eq!(
+        p.s.a.tcp.conn_mut(p.h).unwrap().state(),
+        tcp::State::CloseWait,
+        "no FIN after the TERMINATE"
+    );
     // The peer closes too; the engine's side lets go of the connection (TIME-WAIT included).
     p.s.a.tcp.conn_mut(p.h).unwrap().close();
     p.s.a.touch(p.h);
