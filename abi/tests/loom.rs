@@ -21,6 +21,27 @@ fn wqe(i: u64) -> Wqe {
     w
 }
 
+type Mem = Arc<LoomMemory>;
+
+/// A CQ of `subs` sub-rings of 2 entries in loom memory, initialized, and its consumer.
+fn cq(subs: u32) -> (Mem, CqLayout, CqConsumer<Mem>) {
+    let layout = CqLayout {
+        offset: 0,
+        subs,
+        entries: 2,
+    };
+    let mem = Arc::new(LoomMemory::new(layout.bytes()));
+    init_cq(&mem, &layout).unwrap();
+    let c = CqConsumer::attach(mem.clone(), &layout).unwrap();
+    (mem, layout, c)
+}
+
+/// A CQ of one sub-ring: its producer and its consumer.
+fn cq_one() -> (CqProducer<Mem>, CqConsumer<Mem>) {
+    let (mem, layout, c) = cq(1);
+    (CqProducer::attach(mem, &layout, 0).unwrap(), c)
+}
+
 /// Entries arrive whole and in order through a ring of 2 that wraps.
 #[test]
 fn spsc_entries_whole_and_in_order() {
@@ -59,15 +80,7 @@ fn spsc_entries_whole_and_in_order() {
 #[test]
 fn cq_arm_never_misses_a_completion() {
     loom::model(|| {
-        let layout = CqLayout {
-            offset: 0,
-            subs: 1,
-            entries: 2,
-        };
-        let mem = Arc::new(LoomMemory::new(layout.bytes()));
-        init_cq(&mem, &layout).unwrap();
-        let mut p = CqProducer::attach(mem.clone(), &layout, 0).unwrap();
-        let mut c = CqConsumer::attach(mem, &layout).unwrap();
+        let (mut p, mut c) = cq_one();
         let notified = Arc::new(AtomicBool::new(false));
         let n2 = notified.clone();
         let t = thread::spawn(move || {
@@ -93,14 +106,7 @@ fn cq_arm_never_misses_a_completion() {
 #[test]
 fn cq_two_producers_one_consumer() {
     loom::model(|| {
-        let layout = CqLayout {
-            offset: 0,
-            subs: 2,
-            entries: 2,
-        };
-        let mem = Arc::new(LoomMemory::new(layout.bytes()));
-        init_cq(&mem, &layout).unwrap();
-        let mut c = CqConsumer::attach(mem.clone(), &layout).unwrap();
+        let (mem, layout, mut c) = cq(2);
         let ts: Vec<_> = (0..2u32)
             .map(|s| {
                 let mut p = CqProducer::attach(mem.clone(), &layout, s).unwrap();
@@ -128,15 +134,7 @@ fn cq_two_producers_one_consumer() {
 #[test]
 fn cq_probe_then_poll() {
     loom::model(|| {
-        let layout = CqLayout {
-            offset: 0,
-            subs: 1,
-            entries: 2,
-        };
-        let mem = Arc::new(LoomMemory::new(layout.bytes()));
-        init_cq(&mem, &layout).unwrap();
-        let mut p = CqProducer::attach(mem.clone(), &layout, 0).unwrap();
-        let mut c = CqConsumer::attach(mem, &layout).unwrap();
+        let (mut p, mut c) = cq_one();
         let probe = c.probe();
         let cqe = |i: u64| {
             let mut e = Cqe::new(i, !(i as u32), CqeOpcode::Recv, CqeStatus::Success, 7);
