@@ -2,7 +2,10 @@
 //! at FPDU sizes (MTU 1500 and 9000) and a small and a large message; the three-stream kernel
 //! of CPUs without AVX-512 against the `crc32c` crate's CRC and a copy; the copy with the CRC
 //! and the RFC 1071 sum in one pass against the copy with the CRC and then the sum, and the
-//! copy with the sum alone (FPDUs without CRCs) against the copy and then the sum.
+//! copy with the sum alone (FPDUs without CRCs) against the copy and then the sum. The
+//! `chained` entries pass each call's CRC into the next call, so that a call's latency (the
+//! folds' dependent chain after the last load) shows, not only its throughput: criterion's
+//! independent calls overlap one call's chain with the next call's loads.
 //!
 //! `cargo bench -p copycrc --bench kernels`
 //!
@@ -21,7 +24,9 @@ fn kernels(c: &mut Criterion) {
     let mut buf = vec![0u8; DST_AT + 16384];
     // Page-aligned base, so the distances above hold.
     let base = buf.as_ptr().align_offset(4096);
-    for len in [64usize, 512, 1024, 1428, 1448, 2048, 4096, 8940] {
+    for len in [
+        64usize, 256, 512, 768, 1024, 1280, 1428, 1440, 1448, 1536, 1984, 2047, 2048, 4096, 8940,
+    ] {
         let (lo, hi) = buf[base..].split_at_mut(DST_AT);
         let src = &mut lo[SRC_AT..SRC_AT + len];
         for (i, b) in src.iter_mut().enumerate() {
@@ -54,6 +59,20 @@ fn kernels(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("copy_crc32c", len), src, |b, s| {
             b.iter(|| copycrc::copy_crc32c(0, black_box(s), dst))
         });
+        g.bench_with_input(BenchmarkId::new("copy_crc32c chained", len), src, |b, s| {
+            let mut c = 0;
+            b.iter(|| {
+                c = copycrc::copy_crc32c(c, black_box(s), dst);
+                c
+            })
+        });
+        g.bench_with_input(BenchmarkId::new("copycrc chained", len), src, |b, s| {
+            let mut c = 0;
+            b.iter(|| {
+                c = copycrc::crc32c_append(c, black_box(s));
+                c
+            })
+        });
         // The sender's two passes (copy with the CRC, then the TCP checksum's sum of the bytes
         // written) against the one that also sums.
         if let Some(k) = copycrc::SumKernel::ALL.into_iter().find(|k| k.available()) {
@@ -68,6 +87,18 @@ fn kernels(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new("copy_crc32c_sum", len), src, |b, s| {
                 b.iter(|| copycrc::copy_crc32c_sum(0, black_box(s), dst))
             });
+            g.bench_with_input(
+                BenchmarkId::new("copy_crc32c_sum chained", len),
+                src,
+                |b, s| {
+                    let mut c = 0;
+                    b.iter(|| {
+                        let r = copycrc::copy_crc32c_sum(c, black_box(s), dst);
+                        c = r.map_or(0, |(crc, _)| crc);
+                        r
+                    })
+                },
+            );
         }
         // FPDUs without CRCs: the copy, then the sum of the bytes written, against the copy
         // that sums in its pass.
