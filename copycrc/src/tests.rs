@@ -48,6 +48,43 @@ fn every_length_and_offset_matches_the_reference() {
     }
 }
 
+/// The folding kernel's paths by the count of 512-byte steps, of whole 64-byte blocks after
+/// them (0-7), of whole 16-byte blocks after those (0-3) and of the last 0-15 bytes: every
+/// length 0..=2100 from every source offset within a 64-byte block, the destination offset
+/// varied, nothing written within 64 bytes around; then past 1 MiB.
+#[test]
+fn every_length_from_every_offset_copies_and_hashes() {
+    let buf = data(2100 + 64, 9);
+    let mut out = vec![0u8; 2100 + 192];
+    for off in 0..64 {
+        for len in 0..=2100 {
+            let d = &buf[off..off + len];
+            let crc = [0u32, !0, 0x1234_5678, 0x8000_0001][len % 4];
+            let want = ::crc32c::crc32c_append(crc, d);
+            assert_eq!(crc32c_append(crc, d), want, "len {len} off {off}");
+            let doff = 64 + (off * 7 + len) % 64;
+            let fill = (len as u8) ^ 0x3c;
+            out.fill(fill);
+            assert_eq!(
+                copy_crc32c(crc, d, &mut out[doff..]),
+                want,
+                "copy: len {len} off {off} doff {doff}"
+            );
+            assert_copied(&out, doff, d, fill, &format!("len {len} off {off}"));
+        }
+    }
+    let long = data((1 << 21) + 300, 10);
+    let mut out = vec![0u8; (1 << 21) + 300];
+    for off in [0, 1, 63] {
+        for d in [&long[off..], &long[off..off + (1 << 20) + 77]] {
+            let want = ::crc32c::crc32c_append(3, d);
+            assert_eq!(crc32c_append(3, d), want, "long off {off} len {}", d.len());
+            assert_eq!(copy_crc32c(3, d, &mut out), want, "long copy off {off}");
+            assert_eq!(&out[..d.len()], d);
+        }
+    }
+}
+
 #[test]
 fn appending_pieces_gives_the_whole() {
     let buf = data(9000, 2);
