@@ -52,6 +52,27 @@ pub struct TcpConfig {
     pub cc: CongestionControl,
     /// Delayed ACK timeout (RFC 9293 §3.8.6.3, at most 500 ms); `None` acknowledges every segment at once.
     pub delayed_ack: Option<Duration>,
+    /// Stretch ACKs: in-order segments received before the ACK for them goes out at once, once
+    /// the peer's flight has shown it can go that far without one. RFC 9293 §3.8.6.3 and RFC
+    /// 5681 §4.2 say SHOULD acknowledge every second full-sized segment (2 here); a receiver
+    /// that ACKs per receive batch (Linux with GRO, this stack before: once per poll) sends
+    /// fewer, as many as it has batches, so its ACK rate follows how fast it polls. With a
+    /// count the rate follows the data: one ACK per this many segments, or per a quarter of
+    /// the window last advertised, whichever comes first (a sender is never window-starved).
+    /// Immediate ACKs stay immediate: a gap filled or remaining, out-of-order data (RFC 5681
+    /// §4.2), the FIN (RFC 9293 §3.10.7.4), a window update (§3.8.6.2.2), the upper layer's
+    /// message end ([`crate::Connection::request_ack`]); `delayed_ack` bounds the wait. The
+    /// first 2 x this many segments of a connection are acknowledged every second segment
+    /// ("quick" ACKs, as Linux's `tcp_enter_quickack_mode`: a sender in slow start grows its
+    /// window past the stretch first). A delayed-ACK timeout that finds segments the RFCs'
+    /// rule would have acknowledged (the peer's flight is smaller than the stretch: a small
+    /// window, an application-limited sender; or the peer paused) cuts the stretch to half
+    /// those segments; it doubles back after 16 ACKs at the stretch, twice as many after each
+    /// further cut, so a peer whose flight stays below the stretch waits for the timer ever
+    /// more rarely. After a filled hole (the peer lost data and cut its window) quick ACKs again
+    /// for 2 x this many segments. 2..=4096; 2 (the default) turns stretching off. Only with
+    /// `delayed_ack`.
+    pub ack_stretch_segments: u32,
     /// Nagle's algorithm (RFC 9293 §3.7.4). Off by default: iWARP sends whole FPDUs.
     pub nagle: bool,
     /// Keepalive; `None` disables it.
@@ -160,8 +181,27 @@ mod tests {
             ..TcpConfig::default()
         };
         assert_eq!(bad.validate().unwrap_err().field, "delayed_ack");
+        for n in [0, 1, 4097] {
+            let bad = TcpConfig {
+                ack_stretch_segments: n,
+                ..TcpConfig::default()
+            };
+            assert_eq!(
+                bad.validate().unwrap_err().field,
+                "ack_stretch_segments",
+                "{n}"
+            );
+        }
     }
 }
+
+/// Default of [`TcpConfig::ack_stretch_segments`]: 2, no stretch. 128 measured +1.7 % on
+/// `write_bw` over memif (within that guest's noise) but made a Linux sender over a veth
+/// burstier (drops and retransmissions, -4 %): BENCHMARKS.md §4, twelfth session, `ack`.
+pub const DEFAULT_ACK_STRETCH: u32 = 2;
+
+/// Upper bound of [`TcpConfig::ack_stretch_segments`].
+pub const MAX_ACK_STRETCH: u32 = 4096;
 
 /// A configuration value out of range; names the field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +223,7 @@ impl std::error::Error for ConfigError {}
 impl TcpConfig {
     /// Check ranges: MSS 88..=65495 (RFC 9293 §3.7.1 minimum of 576-byte datagrams gives 536;
     /// we require room for 12 option bytes plus data), window scale ≤ 14 (RFC 7323 §2.3),
-    /// windows > 0, delayed ACK ≤ 500 ms (RFC 9293 §3.8.6.3), rto_min ≤ rto_initial ≤ rto_max.
+    /// windows > 0, delayed ACK ≤ 500 ms (RFC 9293 §3.8.6.3), ACK stretch 2..=4096, rto_min ≤ rto_initial ≤ rto_max.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |field, reason| Err(ConfigError { field, reason });
         if self.mss < 88 || self.mss > 65495 {
@@ -206,6 +246,12 @@ impl TcpConfig {
             .is_some_and(|d| d > Duration::from_millis(500))
         {
             return err("delayed_ack", "must be at most 500 ms (RFC 9293 §3.8.6.3)");
+        }
+        if !(2..=MAX_ACK_STRETCH).contains(&self.ack_stretch_segments) {
+            return err(
+                "ack_stretch_segments",
+                "must be within 2..=4096 (2: every second segment, RFC 9293 §3.8.6.3)",
+            );
         }
         if self.rto_min > self.rto_initial
             || self.rto_initial > self.rto_max
@@ -260,6 +306,7 @@ impl Default for TcpConfig {
             timestamps: true,
             cc: CongestionControl::Cubic,
             delayed_ack: Some(Duration::from_millis(1)),
+            ack_stretch_segments: DEFAULT_ACK_STRETCH,
             nagle: false,
             keepalive: None,
             time_wait: Duration::from_secs(60),

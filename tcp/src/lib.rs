@@ -97,7 +97,10 @@ pub mod stats;
 pub mod testing;
 pub mod wire;
 
-pub use config::{ChecksumMode, ConfigError, CongestionControl, Keepalive, TcpConfig};
+pub use config::{
+    ChecksumMode, ConfigError, CongestionControl, DEFAULT_ACK_STRETCH, Keepalive, MAX_ACK_STRETCH,
+    TcpConfig,
+};
 pub use conn::{
     CloseReason, Connection, Event, NoData, SegBuf, Segment, SendError, SendSource, SockAddr,
     State, Transmit,

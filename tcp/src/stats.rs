@@ -51,6 +51,9 @@ counters! {
     /// Immediate ACKs requested by the application at a message end
     /// ([`crate::Connection::ack_now`]) that found an ACK owed and moved it forward.
     quick_acks,
+    /// Delayed-ACK timeouts that found segments a stretch ACK held: the peer's flight was
+    /// smaller than the stretch, which was halved ([`crate::TcpConfig::ack_stretch_segments`]).
+    ack_stretch_cuts,
     /// Out-of-order segments dropped because the bound was hit.
     ooo_dropped,
     /// Segments dropped for a bad checksum.

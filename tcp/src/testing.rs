@@ -358,6 +358,40 @@ mod tests {
         );
     }
 
+    /// Stretch ACKs (`TcpConfig::ack_stretch_segments`) between two of our stacks: 32 MiB
+    /// over a 50 us link, against RFC 9293 §3.8.6.3's every second segment (2). This sender's
+    /// flight settles near 160 segments. With a stretch of 128 it is acknowledged by
+    /// count on the way; only its last flight, shorter than the stretch and with nothing to
+    /// mark it (no FIN yet, no message end), waits for the delayed-ACK timer. With 256, above
+    /// its flight, it also waits once past the quick start (the first 512 segments), which
+    /// cuts the stretch to half its flight, and again each time the stretch has doubled back
+    /// (after 16, 32, ... ACKs): a few delayed ACKs in all, and no more ACKs than with 2.
+    #[test]
+    fn stretch_acks_against_a_sender_with_a_small_flight() {
+        let run = |stretch| {
+            let b = TcpConfig {
+                ack_stretch_segments: stretch,
+                ..TcpConfig::default()
+            };
+            let mut p = Pair::new(TcpConfig::default(), b, 6);
+            p.latency = Duration::from_micros(50);
+            assert!(bulk(&mut p, 32 << 20, |_| true));
+            let s = *p.server().unwrap().stats();
+            (p.now, s)
+        };
+        let delack = TcpConfig::default().delayed_ack.unwrap();
+        let (t2, s2) = run(2);
+        assert_eq!(s2.ack_stretch_cuts, 0, "{s2:?}");
+        let (t, s) = run(128);
+        assert_eq!(s.ack_stretch_cuts, 1, "{s:?}");
+        assert!(t <= t2 + delack, "{t:?} against {t2:?}");
+        assert!(s.acks_out <= s2.acks_out, "{s:?} {s2:?}");
+        let (t, s) = run(256);
+        assert!((2..=4).contains(&s.ack_stretch_cuts), "{s:?}");
+        assert!(t <= t2 + delack * 4, "{t:?} against {t2:?}");
+        assert!(s.acks_out <= s2.acks_out, "{s:?} {s2:?}");
+    }
+
     #[test]
     fn chrono_counts_an_application_limited_sender() {
         // One small record, then nothing: the client waits on its own application while the

@@ -339,14 +339,15 @@ impl<B: SegBuf> Connection<B> {
                 // RFC 5681 §4.2: ACK at once when filling a gap or while a gap remains.
                 if filled || self.rx.has_ooo() || self.cfg.delayed_ack.is_none() {
                     self.ack_now = true;
-                } else {
-                    // RFC 9293 §3.8.6.3: ACK at least every second full-sized segment.
-                    self.unacked_segs += 1;
-                    if self.unacked_segs >= 2 {
-                        self.ack_now = true;
-                    } else if self.delack_at.is_none() {
-                        self.delack_at = self.cfg.delayed_ack.map(|d| now + d);
+                    if filled {
+                        self.quick_after_loss();
                     }
+                } else if self.ack_now || self.ack_due() {
+                    // RFC 9293 §3.8.6.3: every second full-sized segment, stretched once the
+                    // peer's flight allows (`ack_due`; counted once an ACK is owed anyway).
+                    self.ack_now = true;
+                } else if self.delack_at.is_none() {
+                    self.delack_at = self.cfg.delayed_ack.map(|d| now + d);
                 }
             }
             // RFC 5681 §4.2 / RFC 9293 §3.10.7.4: an out-of-order segment draws an immediate

@@ -384,7 +384,18 @@ pub struct Connection<B> {
     comp_at: Option<Instant>,
     /// SACK information did not fit in the last data segment: send it in a pure ACK.
     sack_owed: bool,
+    /// In-order segments received since our last ACK (the delayed-ACK count).
     unacked_segs: u32,
+    /// Quick ACKs (every second segment, RFC 9293 §3.8.6.3) until RCV.NXT reaches this; the
+    /// ACK is stretched to `ack_stretch` from there ([`Connection::ack_due`]).
+    quick_until: u64,
+    /// In-order segments per ACK past the quick start: [`TcpConfig::ack_stretch_segments`],
+    /// cut by a delayed ACK that found the peer's flight smaller
+    /// ([`Connection::on_delack_timeout`]), doubled back after `stretch_regrow` ACKs at it
+    /// (`stretch_clean` counts them).
+    ack_stretch: u32,
+    stretch_clean: u32,
+    stretch_regrow: u32,
     ctl: VecDeque<OutHeader>,
     probe_due: bool,
     keepalive_due: bool,
@@ -427,6 +438,17 @@ const COMP_IMMEDIATE_ACKS: u32 = 3;
 /// Floor of the SACK compression delay: Linux's `tcp_comp_sack_slack_ns` (its timer fires up
 /// to this late); on a path of tens of microseconds RTT/20 alone would compress nothing.
 const COMP_MIN_DELAY: Duration = Duration::from_micros(100);
+
+/// Bytes of quick ACKs ([`Connection::ack_due`]): twice the stretch, in segments of our MSS. A
+/// sender in slow start (RFC 5681 §3.1) gets one window's worth per acknowledged segment, so after
+/// these its window holds twice the stretch and never waits for the ACK a stretch withholds.
+fn quick_span(cfg: &TcpConfig) -> u64 {
+    2 * u64::from(cfg.ack_stretch_segments) * u64::from(cfg.mss)
+}
+
+/// ACKs at a cut stretch before it doubles again, after the first cut; twice as many after
+/// each further one ([`Connection::on_delack_timeout`]).
+const STRETCH_REGROW: u32 = 16;
 
 /// Default MSS when the peer sends none (RFC 9293 §3.7.1).
 const DEFAULT_MSS: u16 = 536;
@@ -531,6 +553,11 @@ impl<B: SegBuf> Connection<B> {
             comp_at: None,
             sack_owed: false,
             unacked_segs: 0,
+            // RCV.NXT starts at 1 (after the SYN): the first segments are quick ones.
+            quick_until: 1 + quick_span(&cfg),
+            ack_stretch: cfg.ack_stretch_segments,
+            stretch_clean: 0,
+            stretch_regrow: STRETCH_REGROW / 2,
             ctl: VecDeque::new(),
             probe_due: false,
             keepalive_due: false,
@@ -804,6 +831,75 @@ impl<B: SegBuf> Connection<B> {
         self.ack_now = true;
         self.stats.quick_acks += 1;
         true
+    }
+
+    /// An in-order segment advanced RCV.NXT with no gap before or after it: whether its ACK
+    /// goes out now (else the delayed-ACK timer bounds the wait). RFC 9293 §3.8.6.3 / RFC 5681
+    /// §4.2: every second full-sized segment while quick ([`Connection::quick_until`]); then
+    /// every `ack_stretch` segments ([`TcpConfig::ack_stretch_segments`]: a stretch ACK, RFC
+    /// 5681 §4.2's SHOULD relaxed as Linux's GRO receiver does), or once a quarter of the
+    /// window we last advertised is used, whichever comes first: the sender's window opens in
+    /// steps of at most a quarter (RFC 9293 §3.8.6.2.2 asks a receiver not to hold back window
+    /// it has).
+    #[inline(always)]
+    pub(crate) fn ack_due(&mut self) -> bool {
+        self.unacked_segs += 1;
+        if self.unacked_segs < 2 {
+            return false;
+        }
+        if self.rcv_nxt < self.quick_until {
+            return true;
+        }
+        if self.unacked_segs >= self.ack_stretch {
+            self.stretch_acked();
+            return true;
+        }
+        let unacked = self.rcv_nxt - self.last_ack_sent;
+        unacked * 4 >= self.rcv_adv.saturating_sub(self.last_ack_sent)
+    }
+
+    /// A hole was filled: the peer lost data and cut its window (RFC 5681 §3.2, RFC 9438
+    /// §4.6), likely below the stretch. Quick ACKs for the next 2 x stretch segments, as
+    /// Linux enters its quick-ACK mode on out-of-order data (`tcp_enter_quickack_mode`), so
+    /// the recovering sender is not held until the delayed-ACK timer (a Linux sender at 1 %
+    /// loss ran at 0.6 x without this: BENCHMARKS.md §4, twelfth session, `ack`).
+    #[cold]
+    fn quick_after_loss(&mut self) {
+        self.quick_until = self.quick_until.max(self.rcv_nxt + quick_span(&self.cfg));
+    }
+
+    /// The stretch was reached without a stall: after `stretch_regrow` such ACKs in a row a
+    /// stretch that a stall cut doubles again (up to the configured one), so a cut that a
+    /// paused sender caused (not a small flight) heals.
+    #[cold]
+    fn stretch_acked(&mut self) {
+        if self.ack_stretch >= self.cfg.ack_stretch_segments {
+            return;
+        }
+        self.stretch_clean += 1;
+        if self.stretch_clean >= self.stretch_regrow {
+            self.stretch_clean = 0;
+            self.ack_stretch = (self.ack_stretch * 2).min(self.cfg.ack_stretch_segments);
+        }
+    }
+
+    /// The delayed-ACK timer fired. When segments were waiting that the RFCs' every-second-
+    /// segment rule would have acknowledged, and none arrived in this poll (a receiver that
+    /// was descheduled finds its timer due with the stream still flowing), the stretch held
+    /// them: the peer's whole flight is in, it is smaller than the stretch, and the peer waits
+    /// for us (or it paused). The stretch comes down to half those segments (at least 2, RFC
+    /// 9293 §3.8.6.3's every second segment), so a flight that size is acknowledged twice; it
+    /// doubles back only after [`STRETCH_REGROW`] ACKs at the stretch, twice as many after each
+    /// cut: a peer whose flight stays below the stretch waits for the timer ever more rarely,
+    /// not once per flight.
+    pub(crate) fn on_delack_timeout(&mut self, now: Instant) {
+        self.ack_now = true;
+        if self.unacked_segs >= 2 && self.last_rx < now {
+            self.ack_stretch = (self.unacked_segs.min(self.ack_stretch) / 2).max(2);
+            self.stretch_clean = 0;
+            self.stretch_regrow = self.stretch_regrow.saturating_mul(2);
+            self.stats.ack_stretch_cuts += 1;
+        }
     }
 
     /// Change keepalive (RFC 9293 §3.8.4); takes effect at the next input or output.

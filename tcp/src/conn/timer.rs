@@ -196,7 +196,7 @@ impl<B: SegBuf> Connection<B> {
         }
         if self.delack_at.is_some_and(|t| t <= now) {
             self.delack_at = None;
-            self.ack_now = true;
+            self.on_delack_timeout(now);
         }
         if self.comp_at.is_some_and(|t| t <= now) {
             // The SACK compression delay ran out: the held segments' ACK goes now.

@@ -258,3 +258,178 @@ fn quick_ack_on_request() {
 ",
     );
 }
+
+/// Script lines: at `t`, one burst of in-order segments `from..from + n` (1-based segment
+/// numbers of 1460 bytes from sequence 1), the first with `<`, the rest with `<<`.
+fn in_order_burst(t: u32, from: u32, n: u32) -> String {
+    let mut s = String::new();
+    for i in from..from + n {
+        let a = 1 + (i - 1) * 1460;
+        let dir = if i == from { "<" } else { "<<" };
+        s += &format!("{t} {dir} . {a}:{}(1460) ack 1 win 65535\n", a + 1460);
+    }
+    s
+}
+
+/// The quick start of stretch ACKs with `ackstretch 4`: the first 2 x 4 segments are
+/// acknowledged as RFC 9293 §3.8.6.3 asks (a burst of eight draws its ACK at once).
+const QUICK_START: &str = "0 cfg delack 40\n0 cfg ackstretch 4";
+
+/// Stretch ACKs (`TcpConfig::ack_stretch_segments`): past the quick start, one ACK per four
+/// in-order segments whether they come one per poll or in one burst; no delayed-ACK timeout
+/// on the way.
+#[test]
+fn stretch_ack_after_the_quick_start() {
+    run_est(
+        QUICK_START,
+        &format!(
+            r"{quick}10  > . 1:1(0) ack 11681
+11  < . 11681:13141(1460) ack 1 win 65535
+11  none
+12  < . 13141:14601(1460) ack 1 win 65535
+12  none
+13  < . 14601:16061(1460) ack 1 win 65535
+13  none
+14  < . 16061:17521(1460) ack 1 win 65535
+14  > . 1:1(0) ack 17521
+{burst}15  > . 1:1(0) ack 23361
+15  read 23360
+60  stat ack_stretch_cuts 0
+",
+            quick = in_order_burst(10, 1, 8),
+            burst = in_order_burst(15, 13, 4),
+        ),
+    );
+}
+
+/// The window bound of stretch ACKs: a quarter of the window last advertised (16384 here)
+/// draws the ACK before the count does, three segments (4380 bytes) instead of four, so a
+/// sender is never held by a window it could already have (RFC 9293 §3.8.6.2.2).
+#[test]
+fn stretch_ack_bounded_by_a_quarter_of_the_window() {
+    run_est(
+        &format!("{QUICK_START}\n0 cfg rwnd 16384"),
+        &format!(
+            r"{quick}10  > . 1:1(0) ack 11681
+// Reading reopens the window (RFC 9293 §3.8.6.2.2): an update at once.
+10  read 11680
+10  > . 1:1(0) ack 11681 win 16384
+11  < . 11681:13141(1460) ack 1 win 65535
+11  none
+12  < . 13141:14601(1460) ack 1 win 65535
+12  none
+13  < . 14601:16061(1460) ack 1 win 65535
+13  > . 1:1(0) ack 16061
+13  read 4380
+13  none
+",
+            quick = in_order_burst(10, 1, 8),
+        ),
+    );
+}
+
+/// A peer whose flight stops short of the stretch: the delayed-ACK timer bounds the wait
+/// (RFC 9293 §3.8.6.3) and the stretch comes down to half the flight (three segments: 2, every
+/// second segment), so the peer does not wait once per flight. A lone segment's delayed ACK
+/// is the RFCs' own and cuts nothing.
+#[test]
+fn delayed_ack_after_a_stretch_cuts_the_stretch() {
+    run_est(
+        QUICK_START,
+        &format!(
+            r"{quick}10  > . 1:1(0) ack 11681
+11  < . 11681:13141(1460) ack 1 win 65535
+12  < . 13141:14601(1460) ack 1 win 65535
+13  < . 14601:16061(1460) ack 1 win 65535
+13  none
+50  none
+51  > . 1:1(0) ack 16061
+51  stat ack_stretch_cuts 1
+60  < . 16061:17521(1460) ack 1 win 65535
+60  none
+61  < . 17521:18981(1460) ack 1 win 65535
+61  > . 1:1(0) ack 18981
+70  < . 18981:20441(1460) ack 1 win 65535
+70  none
+110 > . 1:1(0) ack 20441
+110 stat ack_stretch_cuts 1
+110 read 20440
+",
+            quick = in_order_burst(10, 1, 8),
+        ),
+    );
+}
+
+/// While ACKs are stretched the immediate ones stay immediate: the upper layer's message end
+/// (`Connection::request_ack`), an out-of-order segment and the gap's fill (RFC 5681 §4.2),
+/// and the FIN (RFC 9293 §3.10.7.4).
+#[test]
+fn stretch_keeps_the_immediate_acks() {
+    run_est(
+        QUICK_START,
+        &format!(
+            r"{quick}10  > . 1:1(0) ack 11681
+11  < . 11681:13141(1460) ack 1 win 65535
+11  none
+11  ack_request true
+11  > . 1:1(0) ack 13141
+12  < . 13141:14601(1460) ack 1 win 65535
+12  none
+13  < . 16061:17521(1460) ack 1 win 65535
+13  > . 1:1(0) ack 14601 <sack 16061:17521>
+14  < . 14601:16061(1460) ack 1 win 65535
+14  > . 1:1(0) ack 17521
+15  < . 17521:18981(1460) ack 1 win 65535
+15  none
+16  < F. 18981:20441(1460) ack 1 win 65535
+16  > . 1:1(0) ack 20442
+16  event PeerClosed
+16  read 20440
+",
+            quick = in_order_burst(10, 1, 8),
+        ),
+    );
+}
+
+/// `ackstretch 2` is RFC 9293 §3.8.6.3's rule from the first segment on: past the quick
+/// start too, two single-segment polls draw an ACK.
+#[test]
+fn stretch_two_is_every_second_segment() {
+    run_est(
+        "0 cfg delack 40\n0 cfg ackstretch 2",
+        &format!(
+            r"{quick}10  > . 1:1(0) ack 11681
+11  < . 11681:13141(1460) ack 1 win 65535
+11  none
+12  < . 13141:14601(1460) ack 1 win 65535
+12  > . 1:1(0) ack 14601
+12  read 14600
+",
+            quick = in_order_burst(10, 1, 8),
+        ),
+    );
+}
+
+/// A filled hole (RFC 5681 §4.2: acknowledged at once) also brings back quick ACKs: the peer
+/// lost data and cut its window, likely below the stretch, so every second segment is
+/// acknowledged again for a while (as Linux's quick-ACK mode after out-of-order data).
+#[test]
+fn quick_acks_after_a_filled_hole() {
+    run_est(
+        QUICK_START,
+        &format!(
+            r"{quick}10  > . 1:1(0) ack 11681
+11  < . 13141:14601(1460) ack 1 win 65535
+11  > . 1:1(0) ack 11681 <sack 13141:14601>
+12  < . 11681:13141(1460) ack 1 win 65535
+12  > . 1:1(0) ack 14601
+13  < . 14601:16061(1460) ack 1 win 65535
+13  none
+14  < . 16061:17521(1460) ack 1 win 65535
+14  > . 1:1(0) ack 17521
+14  read 17520
+",
+            quick = in_order_burst(10, 1, 8),
+        ),
+    );
+}

@@ -12,7 +12,8 @@
 //!                           //   txbuf N (poll_transmit buffer size)|rack on|off (RFC 8985)|
 //!                           //   finwait2 MS|bbr|prr on|off (RFC 6937)|
 //!                           //   hystart on|off (RFC 9406)|sackcomp N|sackcomp_delay_us N|sackcomp_held N
-//!                           //   (SACK compression, `TcpConfig::sack_compress_*`)
+//!                           //   (SACK compression, `TcpConfig::sack_compress_*`)|ackstretch N
+//!                           //   (`TcpConfig::ack_stretch_segments`; scripts default to 2)
 //! 0    listen 8080          // or: connect
 //! 0    < S 0:0(0) win 65535 <mss 1460,sackOK,ts val 100 ecr 0,ws 7>
 //! 0    > S. 0:0(0) ack 1 <mss 1460,sackOK>    // options checked only if listed
@@ -68,6 +69,9 @@ pub fn script_cfg() -> TcpConfig {
         timestamps: false,
         cc: CongestionControl::NewReno,
         delayed_ack: None,
+        // The classic scenarios pin every-second-segment ACKs (RFC 9293 §3.8.6.3); `cfg
+        // ackstretch N` stretches them (`TcpConfig::ack_stretch_segments`).
+        ack_stretch_segments: 2,
         nagle: false,
         keepalive: None,
         time_wait: netcore::Duration::from_secs(60),
@@ -613,6 +617,7 @@ fn step(r: &mut Runner, t: &[&str]) {
             ["delack", n] => {
                 r.cfg.delayed_ack = Some(netcore::Duration::from_millis(num(r, Some(n))))
             }
+            ["ackstretch", n] => r.cfg.ack_stretch_segments = num(r, Some(n)),
             ["nagle", "on"] => r.cfg.nagle = true,
             ["rwnd", n] => r.cfg.recv_window = num(r, Some(n)),
             ["swnd", n] => r.cfg.send_window = num(r, Some(n)),
