@@ -343,6 +343,10 @@ pub struct TcpSection {
     pub cc: String,
     /// Delayed-ACK timeout in microseconds (0: acknowledge at once; at most 500000).
     pub delayed_ack_us: u64,
+    /// Stretch ACKs: in-order segments acknowledged together (2..=4096; 2: every second
+    /// segment, RFC 9293 §3.8.6.3), or a quarter of the window if that comes first; tcp's
+    /// `TcpConfig::ack_stretch_segments` tells the immediate ACKs that stay.
+    pub ack_stretch_segs: u32,
     /// Nagle's algorithm.
     pub nagle: bool,
     /// Keepalive idle time in seconds (0: off).
@@ -411,6 +415,7 @@ impl Default for TcpSection {
             timestamps: true,
             cc: "cubic".into(),
             delayed_ack_us: 1000,
+            ack_stretch_segs: tcp::DEFAULT_ACK_STRETCH,
             nagle: false,
             keepalive_secs: 0,
             time_wait_ms: 60_000,
@@ -824,6 +829,15 @@ impl Config {
             return bad(
                 "delayed_ack_us",
                 format!("{} is too large, allowed 0..=500000", t.delayed_ack_us),
+            );
+        }
+        if !(2..=tcp::MAX_ACK_STRETCH).contains(&t.ack_stretch_segs) {
+            return bad(
+                "ack_stretch_segs",
+                format!(
+                    "{} is out of range, allowed 2 (every second segment) ..=4096",
+                    t.ack_stretch_segs
+                ),
             );
         }
         if t.sack_compress_segs > 1024 {
@@ -1293,6 +1307,16 @@ mod tests {
                 &format!("{MINIMAL}[tcp]\nrto_min_bulk_ms = 0\n"),
                 "tcp.rto_min_bulk_ms",
                 "0 < rto_min_bulk_ms",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nack_stretch_segs = 1\n"),
+                "tcp.ack_stretch_segs",
+                "2 (every second segment) ..=4096",
+            ),
+            (
+                &format!("{MINIMAL}[tcp]\nack_stretch_segs = 4097\n"),
+                "tcp.ack_stretch_segs",
+                "..=4096",
             ),
             (
                 &format!("{MINIMAL}[tcp]\nsack_compress_segs = 5000\n"),

@@ -611,6 +611,7 @@ pub fn tcp_config(cfg: &Config) -> TcpConfig {
             _ => CongestionControl::Cubic,
         },
         delayed_ack: (t.delayed_ack_us > 0).then(|| Duration::from_micros(t.delayed_ack_us)),
+        ack_stretch_segments: t.ack_stretch_segs,
         nagle: t.nagle,
         keepalive: (t.keepalive_secs > 0).then(|| Keepalive {
             idle: Duration::from_secs(t.keepalive_secs),
