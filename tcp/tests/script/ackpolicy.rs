@@ -275,16 +275,22 @@ fn in_order_burst(t: u32, from: u32, n: u32) -> String {
 /// acknowledged as RFC 9293 §3.8.6.3 asks (a burst of eight draws its ACK at once).
 const QUICK_START: &str = "0 cfg delack 40\n0 cfg ackstretch 4";
 
+/// Runs `script` on an established connection configured by `cfg`, after the quick start: a
+/// burst of eight in-order segments at 10 and its ACK (of everything up to 11681).
+fn run_after_quick_start(cfg: &str, script: &str) {
+    let quick = in_order_burst(10, 1, 8);
+    run_est(cfg, &format!("{quick}10  > . 1:1(0) ack 11681\n{script}"));
+}
+
 /// Stretch ACKs (`TcpConfig::ack_stretch_segments`): past the quick start, one ACK per four
 /// in-order segments whether they come one per poll or in one burst; no delayed-ACK timeout
 /// on the way.
 #[test]
 fn stretch_ack_after_the_quick_start() {
-    run_est(
+    run_after_quick_start(
         QUICK_START,
         &format!(
-            r"{quick}10  > . 1:1(0) ack 11681
-11  < . 11681:13141(1460) ack 1 win 65535
+            r"11  < . 11681:13141(1460) ack 1 win 65535
 11  none
 12  < . 13141:14601(1460) ack 1 win 65535
 12  none
@@ -296,7 +302,6 @@ fn stretch_ack_after_the_quick_start() {
 15  read 23360
 60  stat ack_stretch_cuts 0
 ",
-            quick = in_order_burst(10, 1, 8),
             burst = in_order_burst(15, 13, 4),
         ),
     );
@@ -307,11 +312,9 @@ fn stretch_ack_after_the_quick_start() {
 /// sender is never held by a window it could already have (RFC 9293 §3.8.6.2.2).
 #[test]
 fn stretch_ack_bounded_by_a_quarter_of_the_window() {
-    run_est(
+    run_after_quick_start(
         &format!("{QUICK_START}\n0 cfg rwnd 16384"),
-        &format!(
-            r"{quick}10  > . 1:1(0) ack 11681
-// Reading reopens the window (RFC 9293 §3.8.6.2.2): an update at once.
+        r"// Reading reopens the window (RFC 9293 §3.8.6.2.2): an update at once.
 10  read 11680
 10  > . 1:1(0) ack 11681 win 16384
 11  < . 11681:13141(1460) ack 1 win 65535
@@ -323,8 +326,6 @@ fn stretch_ack_bounded_by_a_quarter_of_the_window() {
 13  read 4380
 13  none
 ",
-            quick = in_order_burst(10, 1, 8),
-        ),
     );
 }
 
@@ -334,11 +335,9 @@ fn stretch_ack_bounded_by_a_quarter_of_the_window() {
 /// is the RFCs' own and cuts nothing.
 #[test]
 fn delayed_ack_after_a_stretch_cuts_the_stretch() {
-    run_est(
+    run_after_quick_start(
         QUICK_START,
-        &format!(
-            r"{quick}10  > . 1:1(0) ack 11681
-11  < . 11681:13141(1460) ack 1 win 65535
+        r"11  < . 11681:13141(1460) ack 1 win 65535
 12  < . 13141:14601(1460) ack 1 win 65535
 13  < . 14601:16061(1460) ack 1 win 65535
 13  none
@@ -355,8 +354,6 @@ fn delayed_ack_after_a_stretch_cuts_the_stretch() {
 110 stat ack_stretch_cuts 1
 110 read 20440
 ",
-            quick = in_order_burst(10, 1, 8),
-        ),
     );
 }
 
@@ -365,11 +362,9 @@ fn delayed_ack_after_a_stretch_cuts_the_stretch() {
 /// and the FIN (RFC 9293 §3.10.7.4).
 #[test]
 fn stretch_keeps_the_immediate_acks() {
-    run_est(
+    run_after_quick_start(
         QUICK_START,
-        &format!(
-            r"{quick}10  > . 1:1(0) ack 11681
-11  < . 11681:13141(1460) ack 1 win 65535
+        r"11  < . 11681:13141(1460) ack 1 win 65535
 11  none
 11  ack_request true
 11  > . 1:1(0) ack 13141
@@ -386,8 +381,6 @@ fn stretch_keeps_the_immediate_acks() {
 16  event PeerClosed
 16  read 20440
 ",
-            quick = in_order_burst(10, 1, 8),
-        ),
     );
 }
 
@@ -395,18 +388,14 @@ fn stretch_keeps_the_immediate_acks() {
 /// start too, two single-segment polls draw an ACK.
 #[test]
 fn stretch_two_is_every_second_segment() {
-    run_est(
+    run_after_quick_start(
         "0 cfg delack 40\n0 cfg ackstretch 2",
-        &format!(
-            r"{quick}10  > . 1:1(0) ack 11681
-11  < . 11681:13141(1460) ack 1 win 65535
+        r"11  < . 11681:13141(1460) ack 1 win 65535
 11  none
 12  < . 13141:14601(1460) ack 1 win 65535
 12  > . 1:1(0) ack 14601
 12  read 14600
 ",
-            quick = in_order_burst(10, 1, 8),
-        ),
     );
 }
 
@@ -415,11 +404,9 @@ fn stretch_two_is_every_second_segment() {
 /// acknowledged again for a while (as Linux's quick-ACK mode after out-of-order data).
 #[test]
 fn quick_acks_after_a_filled_hole() {
-    run_est(
+    run_after_quick_start(
         QUICK_START,
-        &format!(
-            r"{quick}10  > . 1:1(0) ack 11681
-11  < . 13141:14601(1460) ack 1 win 65535
+        r"11  < . 13141:14601(1460) ack 1 win 65535
 11  > . 1:1(0) ack 11681 <sack 13141:14601>
 12  < . 11681:13141(1460) ack 1 win 65535
 12  > . 1:1(0) ack 14601
@@ -429,7 +416,5 @@ fn quick_acks_after_a_filled_hole() {
 14  > . 1:1(0) ack 17521
 14  read 17520
 ",
-            quick = in_order_burst(10, 1, 8),
-        ),
     );
 }
