@@ -14,6 +14,8 @@ use std::os::fd::AsFd;
 use std::sync::Mutex;
 
 const THREADS: usize = 2;
+/// The remote end of the connections the tests open (the peer's listener).
+const PEER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
 
 #[derive(Default)]
 struct VecSink(Mutex<Vec<Event>>);
@@ -67,6 +69,15 @@ impl H {
         );
         assert!(matches!(r, Response::Hello { .. }), "{r:?}");
         (id, sink)
+    }
+
+    /// A new CM id of client `c`.
+    fn cm_id(&mut self, c: ClientId) -> CmId {
+        let r = self.req(c, Request::CreateCmId {});
+        let Response::CmId { id } = r else {
+            panic!("{r:?}")
+        };
+        id
     }
 
     fn req(&mut self, c: ClientId, r: Request) -> Response {
@@ -263,10 +274,7 @@ fn handles_of_another_client_are_unknown() {
     let (a, _) = h.client();
     let (b, _) = h.client();
     let s = setup(&mut h, a);
-    let cm = match h.req(a, Request::CreateCmId {}) {
-        Response::CmId { id } => id,
-        r => panic!("{r:?}"),
-    };
+    let cm = h.cm_id(a);
     let unknown = Some(ErrorCode::UnknownHandle);
     assert_eq!(
         code(&h.req(b, Request::DetachSegment { segment: s.segment })),
@@ -420,10 +428,8 @@ fn connect_binds_the_qp_to_a_thread_and_reports_events() {
     let mut h = H::new();
     let (c, sink) = h.client();
     let s = setup(&mut h, c);
-    let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
-    let remote = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
+    let id = h.cm_id(c);
+    let remote = PEER;
     let r = h.req(
         c,
         Request::Connect {
@@ -469,9 +475,7 @@ fn connect_binds_the_qp_to_a_thread_and_reports_events() {
     assert_eq!(rb.send_cq.layout, layout);
     assert!(thread < THREADS);
     // A second connect on the same QP is refused.
-    let Response::CmId { id: id2 } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
+    let id2 = h.cm_id(c);
     let again = Request::Connect {
         id: id2,
         qp: s.qp,
@@ -578,9 +582,7 @@ fn listen_accept_reject_and_orphan_requests() {
     let mut h = H::new();
     let (c, sink) = h.client();
     let s = setup(&mut h, c);
-    let Response::CmId { id: lid } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
+    let lid = h.cm_id(c);
     let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7174);
     assert_eq!(
         h.req(
@@ -608,9 +610,7 @@ fn listen_accept_reject_and_orphan_requests() {
     let listener = listeners[0];
     // The same port again (any client): in use.
     let (d, _) = h.client();
-    let Response::CmId { id: other } = h.req(d, Request::CreateCmId {}) else {
-        panic!()
-    };
+    let other = h.cm_id(d);
     assert_eq!(
         code(&h.req(
             d,
@@ -722,9 +722,7 @@ fn a_leaving_client_frees_everything_after_the_dataplane_releases() {
     let s = setup(&mut h, c);
     let s2 = setup(&mut h, other);
     // A listener, a pending request, a connected QP, an idle QP.
-    let Response::CmId { id: lid } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
+    let lid = h.cm_id(c);
     let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9000);
     h.req(
         c,
@@ -734,10 +732,8 @@ fn a_leaving_client_frees_everything_after_the_dataplane_releases() {
             backlog: 1,
         },
     );
-    let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
-    let remote = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
+    let id = h.cm_id(c);
+    let remote = PEER;
     let connect = connect_req(id, s.qp, remote);
     assert_eq!(h.req(c, connect), Response::Done {});
     let mut cmds: Vec<(usize, EngineCmd)> = Vec::new();
@@ -953,9 +949,7 @@ fn modify_to_error_of_an_unconnected_qp_hands_it_to_a_thread_that_flushes_it() {
     };
     assert_eq!(attrs.state, qp_state::ERROR);
     // Once in ERROR it cannot be connected, and a second ModifyQpError asks nothing more.
-    let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
+    let id = h.cm_id(c);
     let connect = connect_req(
         id,
         s.qp,
@@ -998,10 +992,8 @@ fn events_after_destroying_the_cm_id_are_late_not_orphans() {
     let mut h = H::new();
     let (c, sink) = h.client();
     let s = setup(&mut h, c);
-    let Response::CmId { id } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
-    let remote = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7174);
+    let id = h.cm_id(c);
+    let remote = PEER;
     let connect = connect_req(id, s.qp, remote);
     assert_eq!(h.req(c, connect), Response::Done {});
     let (thread, cmd) = (0..THREADS)
@@ -1051,9 +1043,7 @@ fn requests_for_a_destroyed_listener_are_late_and_over_the_limit_refused() {
     let mut h = H::new();
     h.svc.cfg.limits.cm_ids = 2;
     let (c, sink) = h.client();
-    let Response::CmId { id: lid } = h.req(c, Request::CreateCmId {}) else {
-        panic!()
-    };
+    let lid = h.cm_id(c);
     let addr = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7174);
     let listen = Request::Listen {
         id: lid,
